@@ -1,0 +1,1 @@
+"""The Switchboard admin app (FastAPI); arrives with a later issue."""

@@ -1,0 +1,128 @@
+"""Control payloads: registration, liveness, the pause barrier, load and GC."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "Acknowledgement",
+    "ContinueRequest",
+    "Deregistration",
+    "DrainCommand",
+    "FreezeGC",
+    "Heartbeat",
+    "LoadSnapshot",
+    "PauseContinueBroadcast",
+    "PauseMode",
+    "PauseRequest",
+    "RegistrationReply",
+    "WorkerRegistration",
+    "WorkerReportedState",
+]
+
+#: ``abort``: in-flight requests end with finish reason abort; ``retract``: running
+#: requests go back to the waiting queue; ``in_place``: freeze and keep all state.
+PauseMode = Literal["abort", "retract", "in_place"]
+
+#: What a worker says about itself in a heartbeat.
+WorkerReportedState = Literal["starting", "serving", "paused", "draining", "drained"]
+
+
+class WorkerRegistration(msgspec.Struct, omit_defaults=True):
+    """A worker announces itself; sent again at will (registration is idempotent).
+
+    ``address`` is the endpoint the worker binds a PULL socket on for everything the
+    router and the detokenizers send it; it is also the worker's identity on the wire.
+    """
+
+    worker_id: str
+    address: str
+    pid: int = 0
+    host: str = ""
+    version: str = ""
+    started_ns: int = 0
+
+
+class RegistrationReply(msgspec.Struct, omit_defaults=True):
+    """The router's answer to a registration, carrying the pause state to start in."""
+
+    worker_id: str
+    accepted: bool
+    paused: bool = False
+    pause_mode: PauseMode | None = None
+    op_id: str = ""
+    heartbeat_interval_s: float = 1.0
+    reason: str = ""
+
+
+class Heartbeat(msgspec.Struct, omit_defaults=True):
+    """Proof of life plus the worker's own view of its state."""
+
+    worker_id: str
+    seq: int = 0
+    state: WorkerReportedState = "serving"
+    inflight: int = 0
+
+
+class Deregistration(msgspec.Struct, omit_defaults=True):
+    """A worker leaves cleanly; the router forgets it and closes its socket."""
+
+    worker_id: str
+    reason: str = "shutdown"
+
+
+class DrainCommand(msgspec.Struct, omit_defaults=True):
+    """Router -> worker: stop (``drain=True``) or resume (``False``) admitting requests."""
+
+    worker_id: str
+    drain: bool = True
+
+
+class PauseRequest(msgspec.Struct, omit_defaults=True):
+    """Router -> engine: pause generation in ``mode``; acknowledge with ``op_id``."""
+
+    op_id: str
+    mode: PauseMode = "abort"
+
+
+class ContinueRequest(msgspec.Struct, omit_defaults=True):
+    """Router -> engine: resume generation; acknowledge with ``op_id``."""
+
+    op_id: str
+
+
+class PauseContinueBroadcast(msgspec.Struct, omit_defaults=True):
+    """Router -> every live worker: set the pause state, then acknowledge ``op_id``."""
+
+    op_id: str
+    is_pause: bool
+    mode: PauseMode | None = None
+
+
+class Acknowledgement(msgspec.Struct, omit_defaults=True):
+    """Worker or engine -> router: operation ``op_id`` has been applied by ``participant``.
+
+    ``participant`` is a worker id, or ``"engine"``.
+    """
+
+    op_id: str
+    participant: str
+
+
+class FreezeGC(msgspec.Struct, omit_defaults=True):
+    """Freeze the garbage collector (``gc.freeze()``) in every process that gets it."""
+
+    reason: str = ""
+
+
+class LoadSnapshot(msgspec.Struct, omit_defaults=True):
+    """Engine -> router: the engine's latest load; the router keeps the newest one."""
+
+    running: int = 0
+    waiting: int = 0
+    max_running: int = 0
+    token_usage: float = 0.0
+    step: int = 0
+    taken_ns: int = 0

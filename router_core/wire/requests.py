@@ -1,0 +1,60 @@
+"""Request payloads that workers send towards the engine."""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["AbortRequest", "EmbeddingRequest", "GenerateRequest", "SamplingParams"]
+
+
+class SamplingParams(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=False):
+    """How to sample; the names and meanings follow SGLang's ``sampling_params``."""
+
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_new_tokens: int = 0
+    stop: list[str] = []
+    stop_token_ids: list[int] = []
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    no_stop_trim: bool = False
+    seed: int | None = None
+
+
+class GenerateRequest(msgspec.Struct, omit_defaults=True):
+    """One generation request (SGLang's tokenized ``GenerateReqInput``).
+
+    ``input_ids`` is the tokenized prompt; ``text`` is kept for logging and for engines
+    that tokenize themselves.
+    """
+
+    rid: str
+    input_ids: list[int]
+    sampling_params: SamplingParams = msgspec.field(default_factory=SamplingParams)
+    text: str | None = None
+    stream: bool = False
+    return_logprob: bool = False
+    logprob_start_len: int = -1
+    top_logprobs_num: int = 0
+    priority: int | None = None
+    created_ns: int = 0
+
+
+class EmbeddingRequest(msgspec.Struct, omit_defaults=True):
+    """One embedding request (SGLang's tokenized ``EmbeddingReqInput``)."""
+
+    rid: str
+    input_ids: list[int]
+    text: str | None = None
+    created_ns: int = 0
+
+
+class AbortRequest(msgspec.Struct, omit_defaults=True):
+    """Abort one request, or every request of the sending worker with ``abort_all``."""
+
+    rid: str = ""
+    abort_all: bool = False
+    reason: str = "client"

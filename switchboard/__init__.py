@@ -1,0 +1,1 @@
+"""Command line, benchmarks and (later) the supervisor."""
