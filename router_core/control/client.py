@@ -1,0 +1,195 @@
+"""Clients of a control socket, sync and async: the one seam between HTTP and zmq.
+
+Both speak through a DEALER socket and match replies to requests by id, so a reply that
+arrives after its caller gave up is recognised and dropped rather than handed to the
+next caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from types import TracebackType
+from typing import Any, Self
+
+import msgspec
+import zmq
+import zmq.asyncio
+
+from router_core.control.protocol import (
+    ControlError,
+    ControlReply,
+    ControlRequest,
+    ControlTimeout,
+    ErrorCode,
+    decode_reply,
+    encode,
+)
+
+__all__ = ["AsyncControlClient", "ControlClient"]
+
+
+def _result_of(reply: ControlReply) -> Any:
+    if reply.ok:
+        return reply.result
+    body = reply.error
+    if body is None:
+        raise ControlError(ErrorCode.INTERNAL, "error reply without a body")
+    try:
+        code = ErrorCode(body.code)
+    except ValueError:
+        code = ErrorCode.INTERNAL
+    raise ControlError(code, body.message)
+
+
+class ControlClient:
+    """Blocking client; one call at a time (not thread-safe, like a zmq socket).
+
+    ``call`` raises :class:`ControlError` for an error reply and :class:`ControlTimeout`
+    when the server does not answer within ``timeout_s``.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        timeout_s: float = 10.0,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._context = context or zmq.Context.instance()
+        self._ids = itertools.count(1)
+        self._socket: zmq.Socket[bytes] | None = None
+
+    def _connected(self) -> zmq.Socket[bytes]:
+        if self._socket is None:
+            sock = self._context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(self.endpoint)
+            self._socket = sock
+        return self._socket
+
+    def call(self, command: str, *, timeout_s: float | None = None, **args: Any) -> Any:
+        """Run ``command`` with ``args`` and return its result."""
+        sock = self._connected()
+        request_id = next(self._ids)
+        sock.send(encode(ControlRequest(id=request_id, command=command, args=args)))
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.timeout_s)
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0 or not sock.poll(remaining_ms, zmq.POLLIN):
+                raise ControlTimeout(f"{command}: no reply from {self.endpoint}")
+            try:
+                reply = decode_reply(sock.recv())
+            except msgspec.DecodeError:
+                continue
+            if reply.id == request_id:
+                return _result_of(reply)
+
+    def close(self) -> None:
+        """Close the socket; the client may be used again (it reconnects)."""
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncControlClient:
+    """Asyncio client; any number of concurrent calls share one socket.
+
+    Use as ``async with AsyncControlClient(endpoint) as client``; a background task
+    hands each reply to the call waiting for its id.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        timeout_s: float = 10.0,
+        context: zmq.asyncio.Context | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._context = context or zmq.asyncio.Context.instance()
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[ControlReply]] = {}
+        self._socket: zmq.asyncio.Socket | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect and start reading replies."""
+        if self._socket is None:
+            sock = self._context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(self.endpoint)
+            self._socket = sock
+            self._reader = asyncio.create_task(self._read_replies())
+
+    async def call(self, command: str, *, timeout_s: float | None = None, **args: Any) -> Any:
+        """Run ``command`` with ``args`` and return its result."""
+        if self._socket is None:
+            await self.start()
+        assert self._socket is not None
+        request_id = next(self._ids)
+        future: asyncio.Future[ControlReply] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        try:
+            await self._socket.send(
+                encode(ControlRequest(id=request_id, command=command, args=args))
+            )
+            limit = timeout_s if timeout_s is not None else self.timeout_s
+            reply = await asyncio.wait_for(future, limit)
+        except TimeoutError as exc:
+            raise ControlTimeout(f"{command}: no reply from {self.endpoint}") from exc
+        finally:
+            self._waiting.pop(request_id, None)
+        return _result_of(reply)
+
+    async def _read_replies(self) -> None:
+        assert self._socket is not None
+        while True:
+            frame = await self._socket.recv()
+            try:
+                reply = decode_reply(frame)
+            except msgspec.DecodeError:
+                continue
+            future = self._waiting.get(reply.id)
+            if future is not None and not future.done():
+                future.set_result(reply)
+
+    async def close(self) -> None:
+        """Stop reading and close the socket; pending calls fail with a timeout."""
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except asyncio.CancelledError:
+                pass
+            self._reader = None
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None

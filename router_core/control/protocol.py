@@ -1,0 +1,112 @@
+"""Control socket messages: one request frame in, one reply frame out.
+
+A client (DEALER or REQ) sends ``ControlRequest``; the server (ROUTER) answers with a
+``ControlReply`` carrying the same ``id``. Every reply is built by :func:`ok` or
+:func:`error`, and every error has a numbered :class:`ErrorCode`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "ControlError",
+    "ControlReply",
+    "ControlRequest",
+    "ControlTimeout",
+    "ErrorBody",
+    "ErrorCode",
+    "decode_reply",
+    "decode_request",
+    "encode",
+    "error",
+    "ok",
+]
+
+
+class ErrorCode(IntEnum):
+    """Why a command failed; stable numbers, documented in ``docs/protocol.md``."""
+
+    BAD_REQUEST = 1  # the frame is not a ControlRequest
+    UNKNOWN_COMMAND = 2
+    BAD_ARGUMENTS = 3
+    NOT_FOUND = 4  # e.g. no such worker
+    CONFLICT = 5  # the command does not apply in the current state
+    INTERNAL = 6  # a bug in the server; logged there
+    TIMEOUT = 7  # client side: no reply in time
+
+
+class ControlRequest(msgspec.Struct, omit_defaults=True):
+    """``command`` with keyword ``args``; ``id`` is echoed in the reply."""
+
+    id: int
+    command: str
+    args: dict[str, Any] = {}
+
+
+class ErrorBody(msgspec.Struct):
+    """What went wrong, by number, name and a sentence for humans."""
+
+    code: int
+    name: str
+    message: str
+
+
+class ControlReply(msgspec.Struct, omit_defaults=True):
+    """``result`` when ``ok``; otherwise ``error``."""
+
+    id: int
+    ok: bool
+    result: Any = None
+    error: ErrorBody | None = None
+
+
+class ControlError(Exception):
+    """A command failed: raised by handlers on the server, and by clients on a reply."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ControlTimeout(ControlError):
+    """No reply arrived within the client's timeout."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.TIMEOUT, message)
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_REQUEST_DECODER = msgspec.msgpack.Decoder(ControlRequest)
+_REPLY_DECODER = msgspec.msgpack.Decoder(ControlReply)
+
+
+def ok(request_id: int, result: Any = None) -> ControlReply:
+    """A successful reply."""
+    return ControlReply(id=request_id, ok=True, result=result)
+
+
+def error(request_id: int, code: ErrorCode, message: str) -> ControlReply:
+    """A failed reply."""
+    return ControlReply(
+        id=request_id, ok=False, error=ErrorBody(code=int(code), name=code.name, message=message)
+    )
+
+
+def encode(message: ControlRequest | ControlReply) -> bytes:
+    """Encode a request or reply frame."""
+    return _ENCODER.encode(message)
+
+
+def decode_request(frame: bytes) -> ControlRequest:
+    """Decode a request frame; raises ``msgspec.DecodeError``."""
+    return _REQUEST_DECODER.decode(frame)
+
+
+def decode_reply(frame: bytes) -> ControlReply:
+    """Decode a reply frame; raises ``msgspec.DecodeError``."""
+    return _REPLY_DECODER.decode(frame)

@@ -1,0 +1,164 @@
+"""Per-destination PUSH sockets with bounded backlogs: the successor of ``SocketMapping``.
+
+A destination's socket is connected on first use. A send never blocks: if ZeroMQ's own
+queue (the high-water mark) is full, the message waits in the destination's backlog,
+which the loop flushes when the socket turns writable; if the backlog is full too, the
+message is dropped and counted. So a dead or stalled peer costs at most HWM + backlog
+messages of memory and never delays any other destination.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+
+import zmq
+
+from router_core.counters import Counters
+from router_core.transport import DEFAULT_HWM, FrameLike, connect, send_frames
+
+__all__ = ["Destination", "DestinationSet"]
+
+
+class Destination:
+    """One peer: a lazily connected PUSH socket and a bounded backlog of messages."""
+
+    def __init__(
+        self,
+        name: str,
+        endpoint: str,
+        context: zmq.Context[zmq.Socket[bytes]],
+        *,
+        hwm: int,
+        backlog_limit: int,
+        counters: Counters,
+    ) -> None:
+        self.name = name
+        self.endpoint = endpoint
+        self._context = context
+        self._hwm = hwm
+        self._counters = counters
+        self.backlog: deque[Sequence[FrameLike]] = deque()
+        self.backlog_limit = backlog_limit
+        self._socket: zmq.Socket[bytes] | None = None
+
+    @property
+    def socket(self) -> zmq.Socket[bytes]:
+        """The PUSH socket, connected on first use."""
+        if self._socket is None:
+            self._socket = connect(self._context, zmq.PUSH, self.endpoint, hwm=self._hwm)
+        return self._socket
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether the socket has been created yet."""
+        return self._socket is not None
+
+    def send(self, frames: Sequence[FrameLike]) -> bool:
+        """Send or queue one message; False (and counted) if it had to be dropped."""
+        if not self.backlog and send_frames(self.socket, frames):
+            return True
+        if len(self.backlog) >= self.backlog_limit:
+            self._counters.add("dropped", "backlog_full")
+            return False
+        self.backlog.append(frames)
+        return True
+
+    def flush(self) -> int:
+        """Send queued messages until the socket pushes back; return how many went."""
+        sent = 0
+        sock = self.socket
+        while self.backlog and send_frames(sock, self.backlog[0]):
+            self.backlog.popleft()
+            sent += 1
+        return sent
+
+    def close(self, drain_timeout_s: float = 0.0, *, drop_reason: str = "closed") -> None:
+        """Flush what can be flushed within ``drain_timeout_s``, then close.
+
+        Messages still queued after the deadline are dropped with ``drop_reason``; the
+        socket lingers for what is left of the deadline so ZeroMQ can hand its own queue
+        to the peer (libzmq#4660: a PUSH closed right after sending can lose its tail).
+        """
+        deadline = time.monotonic() + drain_timeout_s
+        if self._socket is not None:
+            poller = zmq.Poller()
+            poller.register(self._socket, zmq.POLLOUT)
+            while self.backlog and time.monotonic() < deadline:
+                if poller.poll(max(1, int((deadline - time.monotonic()) * 1000))):
+                    self.flush()
+        if self.backlog:
+            self._counters.add("dropped", drop_reason, len(self.backlog))
+            self.backlog.clear()
+        if self._socket is not None:
+            linger_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            self._socket.close(linger=linger_ms)
+            self._socket = None
+
+
+class DestinationSet:
+    """Destinations keyed by name, created on first send and closed on demand."""
+
+    def __init__(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        counters: Counters,
+        *,
+        hwm: int = DEFAULT_HWM,
+        backlog_limit: int = 1000,
+    ) -> None:
+        self._context = context
+        self._counters = counters
+        self._hwm = hwm
+        self._backlog_limit = backlog_limit
+        self._by_name: dict[str, Destination] = {}
+
+    def get(self, name: str, endpoint: str | None = None) -> Destination:
+        """The destination called ``name``, created for ``endpoint`` (default: the name)."""
+        dest = self._by_name.get(name)
+        if dest is None:
+            dest = Destination(
+                name,
+                endpoint or name,
+                self._context,
+                hwm=self._hwm,
+                backlog_limit=self._backlog_limit,
+                counters=self._counters,
+            )
+            self._by_name[name] = dest
+        return dest
+
+    def send(self, name: str, frames: Sequence[FrameLike]) -> bool:
+        """Send to the destination called ``name`` (its endpoint is the name)."""
+        return self.get(name).send(frames)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[Destination]:
+        return iter(list(self._by_name.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def backlogged(self) -> list[Destination]:
+        """Destinations with queued messages, to poll for POLLOUT."""
+        return [dest for dest in self._by_name.values() if dest.backlog]
+
+    def backlog_sizes(self) -> dict[str, int]:
+        """Queued messages per destination name."""
+        return {name: len(dest.backlog) for name, dest in self._by_name.items()}
+
+    def discard(self, name: str, drop_reason: str) -> None:
+        """Close and forget ``name`` now, counting anything queued as ``drop_reason``."""
+        dest = self._by_name.pop(name, None)
+        if dest is not None:
+            dest.close(0.0, drop_reason=drop_reason)
+
+    def close_all(self, drain_timeout_s: float) -> None:
+        """Drain every destination (sharing one deadline), then close them all."""
+        deadline = time.monotonic() + drain_timeout_s
+        for dest in list(self._by_name.values()):
+            dest.close(max(0.0, deadline - time.monotonic()))
+        self._by_name.clear()

@@ -1,0 +1,104 @@
+"""Where each process binds and connects, and the loopback-only default.
+
+Every endpoint defaults to an ``ipc://`` path in one run directory, so nothing is
+reachable from another host unless an operator asks for a ``tcp://`` address on purpose.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import msgspec
+
+__all__ = [
+    "DetokenizerRouterEndpoints",
+    "EndpointError",
+    "RouterEndpoints",
+    "check_endpoint",
+    "worker_address",
+]
+
+_SCHEMES = ("ipc://", "tcp://", "inproc://")
+
+
+class EndpointError(ValueError):
+    """An endpoint string that Switchboard refuses to use."""
+
+
+def check_endpoint(endpoint: str, *, allow_remote: bool = False) -> str:
+    """Return ``endpoint`` if usable; refuse unknown schemes and non-loopback TCP.
+
+    ``allow_remote`` lifts the loopback rule for deployments that cross hosts on purpose.
+    """
+    if not endpoint.startswith(_SCHEMES):
+        raise EndpointError(f"{endpoint!r}: expected one of {', '.join(_SCHEMES)}")
+    if endpoint.startswith("tcp://") and not allow_remote:
+        host = endpoint.removeprefix("tcp://").rpartition(":")[0].strip("[]")
+        if host != "localhost" and not _is_loopback(host):
+            raise EndpointError(f"{endpoint!r}: binds beyond loopback (pass allow_remote)")
+    return endpoint
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _ipc(run_dir: str | Path, name: str) -> str:
+    return f"ipc://{Path(run_dir) / name}"
+
+
+def worker_address(run_dir: str | Path, worker_id: str) -> str:
+    """The return address a worker binds in ``run_dir`` by default."""
+    return _ipc(run_dir, f"worker-{worker_id}")
+
+
+class RouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
+    """The tokenizer router's sockets.
+
+    The router binds ``workers`` (PULL: everything workers send), ``engine_events``
+    (PULL: engine acknowledgements and load snapshots), ``outputs`` (PULL: outputs routed
+    back to workers through the router) and ``control`` (ROUTER). It connects a PUSH to
+    ``engine``, which the engine binds.
+    """
+
+    workers: str
+    engine: str
+    engine_events: str
+    outputs: str
+    control: str
+
+    @classmethod
+    def in_run_dir(cls, run_dir: str | Path) -> RouterEndpoints:
+        """The default layout: one ``ipc://`` socket file per endpoint in ``run_dir``."""
+        return cls(
+            workers=_ipc(run_dir, "router-workers"),
+            engine=_ipc(run_dir, "engine"),
+            engine_events=_ipc(run_dir, "router-engine-events"),
+            outputs=_ipc(run_dir, "router-outputs"),
+            control=_ipc(run_dir, "router-control"),
+        )
+
+
+class DetokenizerRouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
+    """The detokenizer router's sockets.
+
+    It binds ``inbound`` (PULL: the engine's outputs) and ``control`` (ROUTER), and
+    connects a PUSH to each of ``detokenizers``, which the detokenizers bind.
+    """
+
+    inbound: str
+    detokenizers: list[str]
+    control: str
+
+    @classmethod
+    def in_run_dir(cls, run_dir: str | Path, count: int) -> DetokenizerRouterEndpoints:
+        """The default layout for ``count`` detokenizers in ``run_dir``."""
+        return cls(
+            inbound=_ipc(run_dir, "detok-router-in"),
+            detokenizers=[_ipc(run_dir, f"detokenizer-{i}") for i in range(count)],
+            control=_ipc(run_dir, "detok-router-control"),
+        )

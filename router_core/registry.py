@@ -1,0 +1,172 @@
+"""The worker registry: who is registered, their state, and who has gone quiet.
+
+Pure bookkeeping (no sockets, time passed in), so every transition is tested directly.
+States::
+
+    starting -> serving <-> paused
+    serving/paused -> draining -> drained -> serving/paused (undrain)
+    any -> dead (missed heartbeats past the timeout; the record is then removed)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from router_core.wire.control import Heartbeat, WorkerRegistration
+
+__all__ = ["ALLOWED_TRANSITIONS", "WorkerRecord", "WorkerRegistry", "WorkerState"]
+
+WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "dead"]
+
+ALLOWED_TRANSITIONS: Final[dict[WorkerState, frozenset[WorkerState]]] = {
+    "starting": frozenset({"serving", "paused", "draining", "dead"}),
+    "serving": frozenset({"paused", "draining", "dead"}),
+    "paused": frozenset({"serving", "draining", "dead"}),
+    "draining": frozenset({"drained", "serving", "paused", "dead"}),
+    "drained": frozenset({"serving", "paused", "draining", "dead"}),
+    "dead": frozenset(),
+}
+
+
+@dataclass
+class WorkerRecord:
+    """What the router knows about one worker."""
+
+    worker_id: str
+    address: str
+    pid: int
+    host: str
+    version: str
+    started_ns: int
+    registered_at: float
+    last_seen: float
+    state: WorkerState = "starting"
+    inflight: int = 0
+    heartbeats: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def view(self, now: float) -> dict[str, Any]:
+        """A plain-dict view for control replies."""
+        return {
+            "worker_id": self.worker_id,
+            "address": self.address,
+            "pid": self.pid,
+            "host": self.host,
+            "version": self.version,
+            "started_ns": self.started_ns,
+            "state": self.state,
+            "inflight": self.inflight,
+            "heartbeats": self.heartbeats,
+            "last_seen_s_ago": round(now - self.last_seen, 3),
+            "safe_to_delete": self.state == "drained" and self.inflight == 0,
+        }
+
+
+class WorkerRegistry:
+    """Workers by id, with an index by return address."""
+
+    def __init__(self, heartbeat_timeout_s: float) -> None:
+        if heartbeat_timeout_s <= 0:
+            raise ValueError("heartbeat_timeout_s must be positive")
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self._by_id: dict[str, WorkerRecord] = {}
+        self._by_address: dict[str, WorkerRecord] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def get(self, worker_id: str) -> WorkerRecord | None:
+        """The record for ``worker_id``, if registered."""
+        return self._by_id.get(worker_id)
+
+    def by_address(self, address: str) -> WorkerRecord | None:
+        """The record of the worker whose return address is ``address``."""
+        return self._by_address.get(address)
+
+    def workers(self) -> list[WorkerRecord]:
+        """Every registered worker, in registration order."""
+        return list(self._by_id.values())
+
+    def register(
+        self, registration: WorkerRegistration, now: float
+    ) -> tuple[WorkerRecord, str | None]:
+        """Add or refresh a worker; idempotent for a repeated registration.
+
+        Returns the record and, if the worker id re-registered with a new address (a
+        restarted worker) or the address changed hands, the stale address to close.
+        """
+        stale: str | None = None
+        record = self._by_id.get(registration.worker_id)
+        holder = self._by_address.get(registration.address)
+        if holder is not None and holder.worker_id != registration.worker_id:
+            self._remove(holder)
+            stale = holder.address
+        if record is not None and record.address != registration.address:
+            self._remove(record)
+            stale, record = record.address, None
+        if record is None:
+            record = WorkerRecord(
+                worker_id=registration.worker_id,
+                address=registration.address,
+                pid=registration.pid,
+                host=registration.host,
+                version=registration.version,
+                started_ns=registration.started_ns,
+                registered_at=now,
+                last_seen=now,
+            )
+            self._by_id[record.worker_id] = record
+            self._by_address[record.address] = record
+        else:
+            record.pid = registration.pid
+            record.last_seen = now
+        return record, stale
+
+    def heartbeat(self, heartbeat: Heartbeat, now: float) -> WorkerRecord | None:
+        """Record a heartbeat; None if the worker is unknown (it should re-register)."""
+        record = self._by_id.get(heartbeat.worker_id)
+        if record is None:
+            return None
+        record.last_seen = now
+        record.heartbeats += 1
+        record.inflight = heartbeat.inflight
+        self.transition(record, heartbeat.state)
+        return record
+
+    @staticmethod
+    def transition(record: WorkerRecord, new_state: WorkerState) -> bool:
+        """Move ``record`` to ``new_state`` if allowed; False (unchanged) if not."""
+        if new_state == record.state:
+            return True
+        if new_state not in ALLOWED_TRANSITIONS[record.state]:
+            return False
+        record.state = new_state
+        return True
+
+    def deregister(self, worker_id: str) -> WorkerRecord | None:
+        """Forget a worker that left cleanly; None if it was not registered."""
+        record = self._by_id.get(worker_id)
+        if record is not None:
+            self._remove(record)
+        return record
+
+    def expire(self, now: float) -> list[WorkerRecord]:
+        """Mark every worker silent past the timeout ``dead``, remove and return them."""
+        cutoff = now - self.heartbeat_timeout_s
+        dead = [record for record in self._by_id.values() if record.last_seen < cutoff]
+        for record in dead:
+            record.state = "dead"
+            self._remove(record)
+        return dead
+
+    def next_expiry(self) -> float | None:
+        """When the quietest worker expires, if nobody heartbeats before then."""
+        if not self._by_id:
+            return None
+        return min(r.last_seen for r in self._by_id.values()) + self.heartbeat_timeout_s
+
+    def _remove(self, record: WorkerRecord) -> None:
+        self._by_id.pop(record.worker_id, None)
+        if self._by_address.get(record.address) is record:
+            del self._by_address[record.address]

@@ -1,0 +1,139 @@
+"""Socket creation and the frame-level send/receive primitives routers build on.
+
+This module knows sockets and frames, never routing policy. pyzmq's multipart helpers
+cost several microseconds per message in option lookups, so the hot paths here call
+``send``/``recv`` per frame and read the "more" flag from the last frame received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import zmq
+
+from router_core.endpoints import check_endpoint
+
+__all__ = [
+    "DEFAULT_HWM",
+    "MAX_FRAMES",
+    "FrameLike",
+    "MalformedMessage",
+    "bind",
+    "connect",
+    "recv_message",
+    "send_frames",
+]
+
+#: High-water mark for every socket Switchboard creates: finite, so memory is bounded.
+DEFAULT_HWM: Final = 10_000
+
+#: More frames than this in one message is malformed (a batch row per request, and no
+#: engine batches more than this many requests in one step).
+MAX_FRAMES: Final = 4097
+
+FrameLike = bytes | zmq.Frame
+
+
+class MalformedMessage(Exception):
+    """A message whose frames were consumed but cannot be a protocol message."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _apply_options(sock: zmq.Socket[bytes], hwm: int, linger_ms: int) -> None:
+    sock.setsockopt(zmq.SNDHWM, hwm)
+    sock.setsockopt(zmq.RCVHWM, hwm)
+    sock.setsockopt(zmq.LINGER, linger_ms)
+
+
+def bind(
+    context: zmq.Context[zmq.Socket[bytes]],
+    socket_type: int,
+    endpoint: str,
+    *,
+    hwm: int = DEFAULT_HWM,
+    linger_ms: int = 0,
+    allow_remote: bool = False,
+) -> zmq.Socket[bytes]:
+    """Create a socket of ``socket_type`` bound to ``endpoint`` (loopback-only by default)."""
+    sock = context.socket(socket_type)
+    try:
+        _apply_options(sock, hwm, linger_ms)
+        if socket_type == zmq.ROUTER:
+            # An unroutable reply (the client went away) is dropped, never an error.
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        sock.bind(check_endpoint(endpoint, allow_remote=allow_remote))
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    return sock
+
+
+def connect(
+    context: zmq.Context[zmq.Socket[bytes]],
+    socket_type: int,
+    endpoint: str,
+    *,
+    hwm: int = DEFAULT_HWM,
+    linger_ms: int = 0,
+    immediate: bool = True,
+) -> zmq.Socket[bytes]:
+    """Create a socket of ``socket_type`` connected to ``endpoint``.
+
+    ``immediate`` (ZMQ_IMMEDIATE) keeps messages off connections that are not up, so a
+    send to a peer that is gone fails fast with EAGAIN instead of queueing for whoever
+    binds that path next.
+    """
+    sock = context.socket(socket_type)
+    try:
+        _apply_options(sock, hwm, linger_ms)
+        sock.setsockopt(zmq.IMMEDIATE, int(immediate))
+        sock.connect(endpoint)
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    return sock
+
+
+def recv_message(sock: zmq.Socket[bytes], first: bytes | None = None) -> list[FrameLike]:
+    """Receive the rest of a message without blocking.
+
+    Returns ``[header_bytes, *payload_frames]``; payload frames are ``zmq.Frame`` so they
+    can be forwarded without a copy. Raises ``zmq.Again`` when no message is waiting and
+    :class:`MalformedMessage` (after consuming every frame of it) for a message with more
+    than :data:`MAX_FRAMES` frames.
+    """
+    head = sock.recv(zmq.NOBLOCK, copy=False)
+    frames: list[FrameLike] = [head.bytes]
+    last = head
+    while last.more:
+        if len(frames) >= MAX_FRAMES:
+            _discard_rest(sock)
+            raise MalformedMessage("too_many_frames")
+        last = sock.recv(copy=False)
+        frames.append(last)
+    return frames
+
+
+def _discard_rest(sock: zmq.Socket[bytes]) -> None:
+    while sock.getsockopt(zmq.RCVMORE):
+        sock.recv()
+
+
+def send_frames(sock: zmq.Socket[bytes], frames: Sequence[FrameLike]) -> bool:
+    """Send one message without blocking; False if the peer's queue is full (EAGAIN).
+
+    A multipart message is atomic in ZeroMQ: once the first frame is accepted the rest
+    are too, so only the first send can fail with EAGAIN.
+    """
+    last = len(frames) - 1
+    try:
+        sock.send(frames[0], zmq.NOBLOCK | (zmq.SNDMORE if last else 0), copy=False)
+    except zmq.Again:
+        return False
+    for index in range(1, last + 1):
+        sock.send(frames[index], zmq.SNDMORE if index < last else 0, copy=False)
+    return True
