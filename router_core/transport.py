@@ -7,6 +7,8 @@ cost several microseconds per message in option lookups, so the hot paths here c
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from typing import Final
 
@@ -20,6 +22,7 @@ __all__ = [
     "FrameLike",
     "MalformedMessage",
     "bind",
+    "close_bound",
     "connect",
     "recv_message",
     "send_frames",
@@ -70,6 +73,18 @@ def bind(
         sock.close(linger=0)
         raise
     return sock
+
+
+def close_bound(sock: zmq.Socket[bytes], endpoint: str) -> None:
+    """Close a bound socket and remove its ``ipc://`` socket file, which libzmq leaves."""
+    sock.close(linger=0)
+    if endpoint.startswith("ipc://"):
+        path = endpoint.removeprefix("ipc://")
+        try:
+            if stat.S_ISSOCK(os.stat(path).st_mode):
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def connect(

@@ -64,6 +64,9 @@ class Heartbeat(msgspec.Struct, omit_defaults=True):
     seq: int = 0
     state: WorkerReportedState = "serving"
     inflight: int = 0
+    #: The worker's return address, so a router that does not know the worker (it
+    #: restarted) can ask it to register again.
+    address: str = ""
 
 
 class Deregistration(msgspec.Struct, omit_defaults=True):

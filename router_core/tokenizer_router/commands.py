@@ -1,0 +1,135 @@
+"""The tokenizer router's control commands: one small handler each, in one table.
+
+Each handler takes the router, its parsed arguments and where to reply, and returns the
+result (or ``DEFERRED`` when the barrier will answer later). Wire shapes are in
+``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Final
+
+import msgspec
+
+from router_core.control.protocol import ControlError, ErrorCode
+from router_core.control.server import DEFERRED, Command, ReplyTo
+from router_core.registry import WorkerRecord
+from router_core.tokenizer_router.router import TokenizerRouter
+from router_core.wire.control import PauseMode
+
+__all__ = ["COMMANDS"]
+
+Timeout = Annotated[float, msgspec.Meta(gt=0, le=600)]
+
+
+class NoArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """No arguments."""
+
+
+class WorkerArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """``{"worker_id": str}``."""
+
+    worker_id: str
+
+
+class PauseArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """``{"mode": "abort"|"retract"|"in_place", "timeout_s": float}``."""
+
+    mode: PauseMode = "abort"
+    timeout_s: Timeout | None = None
+
+
+class ContinueArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """``{"timeout_s": float}``."""
+
+    timeout_s: Timeout | None = None
+
+
+def _worker(router: TokenizerRouter, worker_id: str) -> WorkerRecord:
+    record = router.registry.get(worker_id)
+    if record is None:
+        raise ControlError(ErrorCode.NOT_FOUND, f"no worker {worker_id!r}")
+    return record
+
+
+def list_workers(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+    """Every registered worker."""
+    now = time.monotonic()
+    return [record.view(now) for record in router.registry.workers()]
+
+
+def get_worker(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
+    """One worker, or NOT_FOUND."""
+    return _worker(router, args.worker_id).view(time.monotonic())
+
+
+def pause(router: TokenizerRouter, args: PauseArgs, reply_to: ReplyTo) -> Any:
+    """Pause every live worker and the engine; answers when all acknowledged or at timeout."""
+    op = router.start_pause_operation(
+        is_pause=True, mode=args.mode, timeout_s=args.timeout_s, waiter=reply_to
+    )
+    return op.outcome(time.monotonic()) if op.complete else DEFERRED
+
+
+def continue_(router: TokenizerRouter, args: ContinueArgs, reply_to: ReplyTo) -> Any:
+    """Resume every live worker and the engine; same barrier as pause."""
+    op = router.start_pause_operation(
+        is_pause=False, mode=None, timeout_s=args.timeout_s, waiter=reply_to
+    )
+    return op.outcome(time.monotonic()) if op.complete else DEFERRED
+
+
+def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
+    """Stop one worker admitting requests; it reports ``drained`` once empty."""
+    record = _worker(router, args.worker_id)
+    if record.state not in ("draining", "drained") and not router.registry.transition(
+        record, "draining"
+    ):
+        raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
+    router.send_drain(record, drain=True)
+    return record.view(time.monotonic())
+
+
+def undrain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
+    """Let a draining or drained worker admit requests again."""
+    record = _worker(router, args.worker_id)
+    if record.state not in ("draining", "drained"):
+        raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
+    router.registry.transition(record, "paused" if router.barrier.state.paused else "serving")
+    router.send_drain(record, drain=False)
+    return record.view(time.monotonic())
+
+
+def load(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+    """The engine's latest load snapshot and its age, or None before the first one."""
+    if router.latest_load is None or router.load_received_at is None:
+        return None
+    return {
+        **msgspec.to_builtins(router.latest_load),
+        "age_s": round(time.monotonic() - router.load_received_at, 3),
+    }
+
+
+def freeze_gc(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+    """Freeze GC in the router and ask the engine (and through it the detokenizers)."""
+    router.freeze_gc()
+    return {"frozen": ["tokenizer_router"], "forwarded_to": ["engine"]}
+
+
+def status(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+    """Counters, registry summary, pause state and backlogs."""
+    return router.status()
+
+
+COMMANDS: Final[dict[str, Command[TokenizerRouter]]] = {
+    "list_workers": Command(list_workers, NoArgs, "every registered worker"),
+    "get_worker": Command(get_worker, WorkerArgs, "one worker by id"),
+    "pause": Command(pause, PauseArgs, "pause generation (barrier)"),
+    "continue": Command(continue_, ContinueArgs, "resume generation (barrier)"),
+    "drain": Command(drain, WorkerArgs, "stop one worker admitting requests"),
+    "undrain": Command(undrain, WorkerArgs, "let a drained worker admit again"),
+    "load": Command(load, NoArgs, "the engine's latest load snapshot"),
+    "freeze_gc": Command(freeze_gc, NoArgs, "freeze GC in router, engine, detokenizers"),
+    "status": Command(status, NoArgs, "counters, registry summary, pause state"),
+}

@@ -1,0 +1,489 @@
+"""The tokenizer router: workers <-> engine, registry, liveness and the pause barrier.
+
+Forward path: a worker's request is forwarded to the engine on the strength of its
+header alone; payload frames pass through untouched. Backward path (outputs that come
+through the router): rows are grouped by owning worker and each worker gets one message.
+Every inbound frame is decoded as a header first; whatever does not fit the protocol is
+counted under ``rejected`` with a reason and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+import zmq
+
+from router_core.barrier import PauseBarrier, PauseOperation
+from router_core.control.server import ControlServer, ReplyTo
+from router_core.counters import Counters
+from router_core.destinations import Destination, DestinationSet
+from router_core.endpoints import RouterEndpoints
+from router_core.loop import PollLoop
+from router_core.registry import WorkerRecord, WorkerRegistry
+from router_core.transport import (
+    DEFAULT_HWM,
+    FrameLike,
+    MalformedMessage,
+    bind,
+    close_bound,
+    recv_message,
+)
+from router_core.wire import (
+    BATCH_KINDS,
+    DATA_KINDS,
+    Header,
+    Kind,
+    WireError,
+    decode_header,
+    decode_payload,
+    encode_header,
+    frame_message,
+    group_by_destination,
+    payload_frame_count,
+)
+from router_core.wire.control import (
+    Acknowledgement,
+    ContinueRequest,
+    Deregistration,
+    DrainCommand,
+    FreezeGC,
+    Heartbeat,
+    LoadSnapshot,
+    PauseContinueBroadcast,
+    PauseMode,
+    PauseRequest,
+    RegistrationReply,
+    WorkerRegistration,
+)
+
+__all__ = ["ENGINE", "RouterSettings", "TokenizerRouter"]
+
+logger = logging.getLogger(__name__)
+
+#: The engine's name as a barrier participant and in acknowledgements.
+ENGINE: Final = "engine"
+
+#: Messages handled per socket per loop iteration, so one busy socket cannot starve
+#: the others (or the timers).
+_BUDGET: Final = 512
+
+
+@dataclass(frozen=True, kw_only=True)
+class RouterSettings:
+    """How a tokenizer router runs; every duration in seconds."""
+
+    endpoints: RouterEndpoints
+    heartbeat_interval_s: float = 1.0
+    heartbeat_timeout_s: float = 5.0
+    barrier_timeout_s: float = 5.0
+    engine_timeout_s: float = 10.0
+    hwm: int = DEFAULT_HWM
+    backlog_limit: int = 1000
+    drain_timeout_s: float = 2.0
+    allow_remote: bool = False
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
+            raise ValueError("heartbeat_timeout_s must exceed heartbeat_interval_s")
+        if min(self.barrier_timeout_s, self.engine_timeout_s, self.drain_timeout_s) < 0:
+            raise ValueError("timeouts must not be negative")
+        if self.hwm <= 0 or self.backlog_limit <= 0:
+            raise ValueError("hwm and backlog_limit must be positive (bounded queues)")
+
+
+class TokenizerRouter:
+    """Runs in one thread: :meth:`run` opens the sockets, loops, and closes them.
+
+    Nothing happens in ``__init__``; :meth:`request_stop` may be called from a signal
+    handler or another thread.
+    """
+
+    def __init__(
+        self,
+        settings: RouterSettings,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._context = context
+        self.counters = Counters()
+        self.registry = WorkerRegistry(settings.heartbeat_timeout_s)
+        self.barrier = PauseBarrier()
+        self.latest_load: LoadSnapshot | None = None
+        self.load_received_at: float | None = None
+        self.engine_seen_at: float | None = None
+        self.started_at = time.monotonic()
+        self._loop = PollLoop()
+        self._next_expiry_check = 0.0
+        self.control: ControlServer[TokenizerRouter] | None = None
+        self.workers: DestinationSet | None = None
+        self.engine: Destination | None = None
+        self._worker_handlers: dict[Kind, Callable[[Header, list[FrameLike]], None]] = {
+            Kind.REGISTER: self._on_register,
+            Kind.HEARTBEAT: self._on_heartbeat,
+            Kind.DEREGISTER: self._on_deregister,
+            Kind.ACK: self._on_ack,
+        }
+        self._engine_handlers: dict[Kind, Callable[[Header, list[FrameLike]], None]] = {
+            Kind.ACK: self._on_ack,
+            Kind.LOAD: self._on_load,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def request_stop(self) -> None:
+        """Stop after the current iteration; safe from signal handlers."""
+        self._loop.request_stop()
+
+    def run(self) -> None:
+        """Bind, serve until stopped, then drain destinations and close everything."""
+        from router_core.tokenizer_router.commands import COMMANDS
+
+        owns_context = self._context is None
+        context = self._context or zmq.Context()
+        endpoints = self.settings.endpoints
+        opened: list[tuple[zmq.Socket[bytes], str]] = []
+        self.workers = DestinationSet(
+            context, self.counters, hwm=self.settings.hwm, backlog_limit=self.settings.backlog_limit
+        )
+        engines = DestinationSet(
+            context, self.counters, hwm=self.settings.hwm, backlog_limit=self.settings.backlog_limit
+        )
+        try:
+            workers_in = self._bind(context, endpoints.workers, zmq.PULL, opened)
+            engine_events = self._bind(context, endpoints.engine_events, zmq.PULL, opened)
+            outputs_in = self._bind(context, endpoints.outputs, zmq.PULL, opened)
+            control = self._bind(context, endpoints.control, zmq.ROUTER, opened)
+            self.engine = engines.get(ENGINE, endpoints.engine)
+            self.control = ControlServer(control, self, COMMANDS, self.counters)
+            self._loop.watch(workers_in, lambda: self._drain(workers_in, self._on_worker_message))
+            self._loop.watch(engine_events, lambda: self._drain(engine_events, self._on_engine_event))
+            self._loop.watch(outputs_in, lambda: self._drain(outputs_in, self._on_output))
+            self._loop.watch(control, self.control.handle_ready)
+            logger.info("tokenizer router serving on %s (pid %d)", endpoints.workers, os.getpid())
+            self._loop.run(self._backlogged, self._tick)
+        finally:
+            self.workers.close_all(self.settings.drain_timeout_s)
+            engines.close_all(self.settings.drain_timeout_s)
+            for sock, endpoint in opened:
+                close_bound(sock, endpoint)
+            if owns_context:
+                context.term()
+            logger.info("tokenizer router stopped")
+
+    def _bind(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        endpoint: str,
+        socket_type: int,
+        opened: list[tuple[zmq.Socket[bytes], str]],
+    ) -> zmq.Socket[bytes]:
+        sock = bind(
+            context, socket_type, endpoint, hwm=self.settings.hwm,
+            allow_remote=self.settings.allow_remote,
+        )
+        opened.append((sock, endpoint))
+        return sock
+
+    def _backlogged(self) -> list[Destination]:
+        assert self.workers is not None and self.engine is not None
+        waiting = self.workers.backlogged()
+        if self.engine.backlog:
+            waiting.append(self.engine)
+        return waiting
+
+    # ------------------------------------------------------------------ inbound
+
+    def _drain(
+        self,
+        sock: zmq.Socket[bytes],
+        handle: Callable[[Header, list[FrameLike]], None],
+    ) -> None:
+        """Receive up to a budget of messages, validate each header, hand it on."""
+        rejected = self.counters
+        for _ in range(_BUDGET):
+            try:
+                frames = recv_message(sock)
+            except zmq.Again:
+                return
+            except MalformedMessage as exc:
+                rejected.add("rejected", exc.reason)
+                continue
+            try:
+                header = decode_header(frames[0])  # type: ignore[arg-type]
+            except WireError as exc:
+                rejected.add("rejected", exc.reason)
+                continue
+            if len(frames) - 1 != payload_frame_count(header):
+                rejected.add("rejected", "frame_count")
+                continue
+            handle(header, frames)
+
+    def _on_worker_message(self, header: Header, frames: list[FrameLike]) -> None:
+        kind = header.kind
+        if kind in DATA_KINDS:
+            assert self.engine is not None
+            if self.engine.send(frames):
+                self.counters.add("forwarded", kind.name)
+            return
+        handler = self._worker_handlers.get(kind)
+        if handler is None:
+            self.counters.add("rejected", "unexpected_kind")
+            return
+        handler(header, frames)
+
+    def _on_engine_event(self, header: Header, frames: list[FrameLike]) -> None:
+        handler = self._engine_handlers.get(header.kind)
+        if handler is None:
+            self.counters.add("rejected", "unexpected_kind")
+            return
+        self.engine_seen_at = time.monotonic()
+        handler(header, frames)
+
+    def _payload(self, header: Header, frames: list[FrameLike]) -> Any:
+        """Decode the single payload frame; None (counted) if it does not decode."""
+        try:
+            return decode_payload(header.kind, frames[1])  # type: ignore[arg-type]
+        except WireError as exc:
+            self.counters.add("rejected", exc.reason)
+            return None
+
+    # ------------------------------------------------------------------ registry
+
+    def _on_register(self, header: Header, frames: list[FrameLike]) -> None:
+        registration = self._payload(header, frames)
+        if not isinstance(registration, WorkerRegistration):
+            return
+        now = time.monotonic()
+        record, stale = self.registry.register(registration, now)
+        if stale is not None:
+            self._forget_address(stale, "replaced")
+        state = self.barrier.state
+        self.registry.transition(record, "paused" if state.paused else "serving")
+        reply = RegistrationReply(
+            worker_id=record.worker_id,
+            accepted=True,
+            paused=state.paused,
+            pause_mode=state.mode,
+            op_id=state.op_id,
+            heartbeat_interval_s=self.settings.heartbeat_interval_s,
+        )
+        self.counters.add("registrations", "accepted")
+        self._send_worker(record.address, frame_message(Kind.REGISTER_REPLY, reply))
+
+    def _on_heartbeat(self, header: Header, frames: list[FrameLike]) -> None:
+        heartbeat = self._payload(header, frames)
+        if not isinstance(heartbeat, Heartbeat):
+            return
+        if self.registry.heartbeat(heartbeat, time.monotonic()) is not None:
+            return
+        self.counters.add("rejected", "unknown_worker")
+        if heartbeat.address and self.registry.by_address(heartbeat.address) is None:
+            reply = RegistrationReply(
+                worker_id=heartbeat.worker_id, accepted=False, reason="unknown worker; register"
+            )
+            assert self.workers is not None
+            self.workers.send(heartbeat.address, frame_message(Kind.REGISTER_REPLY, reply))
+            self.workers.discard(heartbeat.address, "unregistered")
+
+    def _on_deregister(self, header: Header, frames: list[FrameLike]) -> None:
+        leaving = self._payload(header, frames)
+        if not isinstance(leaving, Deregistration):
+            return
+        record = self.registry.deregister(leaving.worker_id)
+        if record is None:
+            self.counters.add("rejected", "unknown_worker")
+            return
+        self.counters.add("deregistrations", leaving.reason[:32] or "unspecified")
+        self._depart(record, "deregistered")
+
+    def _depart(self, record: WorkerRecord, reason: str) -> None:
+        """A worker left: close its socket and stop waiting for its acknowledgements."""
+        self._forget_address(record.address, reason)
+        for op in self.barrier.depart(record.worker_id):
+            self._answer(op)
+
+    def _forget_address(self, address: str, reason: str) -> None:
+        assert self.workers is not None
+        self.workers.discard(address, reason)
+
+    def _send_worker(self, address: str, frames: list[FrameLike] | list[bytes]) -> bool:
+        assert self.workers is not None
+        return self.workers.send(address, frames)
+
+    # ------------------------------------------------------------------ barrier
+
+    def _on_ack(self, header: Header, frames: list[FrameLike]) -> None:
+        ack = self._payload(header, frames)
+        if not isinstance(ack, Acknowledgement):
+            return
+        record = self.registry.get(ack.participant)
+        if record is not None:
+            record.last_seen = time.monotonic()
+        op = self.barrier.acknowledge(ack.op_id, ack.participant)
+        self._apply_ack_to_registry(ack)
+        if op is not None:
+            self._answer(op)
+
+    def _apply_ack_to_registry(self, ack: Acknowledgement) -> None:
+        record = self.registry.get(ack.participant)
+        state = self.barrier.state
+        if record is None or record.state in ("draining", "drained") or ack.op_id != state.op_id:
+            return
+        self.registry.transition(record, "paused" if state.paused else "serving")
+
+    def start_pause_operation(
+        self, *, is_pause: bool, mode: PauseMode | None, timeout_s: float | None, waiter: ReplyTo
+    ) -> PauseOperation:
+        """Broadcast a pause or continue to every live worker and the engine."""
+        now = time.monotonic()
+        live = {r.worker_id for r in self.registry.workers()}
+        if self.engine_is_live(now):
+            live.add(ENGINE)
+        op = self.barrier.start(
+            is_pause=is_pause,
+            mode=mode,
+            participants=live,
+            timeout_s=self.settings.barrier_timeout_s if timeout_s is None else timeout_s,
+            now=now,
+            waiter=waiter,
+        )
+        broadcast = frame_message(
+            Kind.PAUSE_BROADCAST, PauseContinueBroadcast(op.op_id, is_pause, op.mode)
+        )
+        for record in self.registry.workers():
+            self._send_worker(record.address, broadcast)
+        engine_message: PauseRequest | ContinueRequest = (
+            PauseRequest(op.op_id, mode or "abort") if is_pause else ContinueRequest(op.op_id)
+        )
+        assert self.engine is not None
+        self.engine.send(frame_message(Kind.PAUSE if is_pause else Kind.CONTINUE, engine_message))
+        self.counters.add("pause_operations", "pause" if is_pause else "continue")
+        return op
+
+    def engine_is_live(self, now: float) -> bool:
+        """Whether the engine has sent an event within ``engine_timeout_s``."""
+        seen = self.engine_seen_at
+        return seen is not None and now - seen <= self.settings.engine_timeout_s
+
+    def _answer(self, op: PauseOperation) -> None:
+        if self.control is not None and isinstance(op.waiter, ReplyTo):
+            self.control.answer(op.waiter, op.outcome(time.monotonic()))
+        if not op.complete:
+            self.counters.add("pause_timeouts", "pause" if op.is_pause else "continue")
+
+    # ------------------------------------------------------------------ engine events
+
+    def _on_load(self, header: Header, frames: list[FrameLike]) -> None:
+        snapshot = self._payload(header, frames)
+        if not isinstance(snapshot, LoadSnapshot):
+            return
+        self.latest_load = snapshot
+        self.load_received_at = time.monotonic()
+        for record in self.registry.workers():
+            self._send_worker(record.address, frames)
+
+    def send_drain(self, record: WorkerRecord, drain: bool) -> None:
+        """Tell a worker to stop (or resume) admitting requests."""
+        self._send_worker(
+            record.address, frame_message(Kind.DRAIN, DrainCommand(record.worker_id, drain))
+        )
+
+    def freeze_gc(self) -> None:
+        """Freeze GC here and ask the engine to do the same (it tells the detokenizers)."""
+        gc.freeze()
+        assert self.engine is not None
+        self.engine.send(frame_message(Kind.FREEZE_GC, FreezeGC(reason="control")))
+
+    # ------------------------------------------------------------------ backward path
+
+    def _on_output(self, header: Header, frames: list[FrameLike]) -> None:
+        kind = header.kind
+        if kind in BATCH_KINDS:
+            self._split_to_workers(header, frames)
+        elif kind is Kind.FREEZE_GC:
+            for record in self.registry.workers():
+                self._send_worker(record.address, frames)
+        elif kind is Kind.IDLE:
+            self.counters.add("idle_batches", "outputs")
+        else:
+            self.counters.add("rejected", "unexpected_kind")
+
+    def _split_to_workers(self, header: Header, frames: list[FrameLike]) -> None:
+        groups = group_by_destination(header.reply_to)
+        for address, rows in groups.items():
+            if self.registry.by_address(address) is None:
+                self.counters.add("dropped", "unknown_worker", len(rows))
+                continue
+            if len(groups) == 1:
+                message = frames
+            else:
+                sub_header = Header(
+                    header.kind,
+                    [header.rids[i] for i in rows],
+                    [address] * len(rows),
+                    header.sent_ns,
+                    header.traceparent,
+                    header.tracestate,
+                )
+                message = [encode_header(sub_header), *(frames[i + 1] for i in rows)]
+            if self._send_worker(address, message):
+                self.counters.add("routed_rows", kind_label(header.kind), len(rows))
+
+    # ------------------------------------------------------------------ timers
+
+    def _tick(self, now: float) -> float | None:
+        if now >= self._next_expiry_check:
+            for record in self.registry.expire(now):
+                logger.warning("worker %s missed heartbeats: dead", record.worker_id)
+                self.counters.add("dead_workers", "heartbeat_timeout")
+                self._depart(record, "dead_worker")
+            self._next_expiry_check = now + min(0.25, self.settings.heartbeat_timeout_s / 4)
+        for op in self.barrier.expire(now):
+            self._answer(op)
+        deadlines = [self._next_expiry_check]
+        barrier_deadline = self.barrier.next_deadline()
+        if barrier_deadline is not None:
+            deadlines.append(barrier_deadline)
+        return min(deadlines)
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> dict[str, Any]:
+        """Counters, registry summary, pause state and backlogs, for ``status``."""
+        now = time.monotonic()
+        states: dict[str, int] = {}
+        for record in self.registry.workers():
+            states[record.state] = states.get(record.state, 0) + 1
+        state = self.barrier.state
+        assert self.workers is not None and self.engine is not None
+        return {
+            "role": "tokenizer_router",
+            "pid": os.getpid(),
+            "uptime_s": round(now - self.started_at, 3),
+            "paused": state.paused,
+            "pause_mode": state.mode,
+            "last_op_id": state.op_id,
+            "last_op_seq": state.seq,
+            "pending_operations": len(self.barrier.pending),
+            "workers": states,
+            "engine_live": self.engine_is_live(now),
+            "counters": self.counters.snapshot(),
+            "backlogs": {**self.workers.backlog_sizes(), ENGINE: len(self.engine.backlog)},
+        }
+
+
+def kind_label(kind: Kind) -> str:
+    """The metric label of a kind."""
+    return kind.name.lower()
+
+
+def to_builtins(value: Any) -> Any:
+    """Structs to plain dicts for control replies."""
+    return msgspec.to_builtins(value)

@@ -1,0 +1,245 @@
+"""The ``switchboard`` command: run routing processes, talk to them, benchmark them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import zmq
+
+from router_core.control import ControlClient, ControlError
+from router_core.detokenizer_router import DetokenizerRouter, DetokenizerRouterSettings
+from router_core.endpoints import (
+    DetokenizerRouterEndpoints,
+    EndpointError,
+    RouterEndpoints,
+    check_endpoint,
+)
+from router_core.process import die_with_parent, serve_until_signalled
+from router_core.tokenizer_router import RouterSettings, TokenizerRouter
+
+__all__ = ["build_parser", "main"]
+
+
+class UsageError(Exception):
+    """A bad command line or setting: reported in one line, exit status 2."""
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-dir", help="directory for default ipc:// endpoints")
+    parser.add_argument("--hwm", type=_positive_int, default=10_000, help="socket high-water mark")
+    parser.add_argument(
+        "--backlog", type=_positive_int, default=1000,
+        help="messages queued per destination beyond the HWM before dropping",
+    )
+    parser.add_argument(
+        "--allow-remote", action="store_true", help="permit tcp:// endpoints beyond loopback"
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--parent-pid", type=int, help="exit when this process (the supervisor) dies"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, documented in ``--help``."""
+    parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    router = sub.add_parser("router", help="run the tokenizer router")
+    _add_common(router)
+    for name, help_text in (
+        ("workers", "PULL the router binds for worker traffic"),
+        ("engine", "the engine's input endpoint (the router connects)"),
+        ("engine-events", "PULL the router binds for engine acks and load"),
+        ("outputs", "PULL the router binds for outputs routed back to workers"),
+        ("control", "ROUTER the router binds for control commands"),
+    ):
+        router.add_argument(f"--{name}-endpoint", help=f"{help_text} (default: in --run-dir)")
+    router.add_argument("--heartbeat-interval", type=_positive_float, default=1.0)
+    router.add_argument("--heartbeat-timeout", type=_positive_float, default=5.0)
+    router.add_argument("--barrier-timeout", type=_positive_float, default=5.0)
+    router.add_argument("--engine-timeout", type=_positive_float, default=10.0)
+
+    detok = sub.add_parser("detok-router", help="run the detokenizer router")
+    _add_common(detok)
+    detok.add_argument("--detokenizers", type=_positive_int, default=1, help="how many (M)")
+    detok.add_argument("--inbound-endpoint", help="PULL bound for engine outputs")
+    detok.add_argument(
+        "--detokenizer-endpoint", action="append", help="a detokenizer's endpoint (repeat)"
+    )
+    detok.add_argument("--control-endpoint", help="ROUTER bound for control commands")
+    detok.add_argument("--sticky-key", choices=("worker", "request"), default="worker")
+
+    ctl = sub.add_parser("ctl", help="send one control command and print the JSON result")
+    ctl.add_argument("--endpoint", required=True, help="the control endpoint")
+    ctl.add_argument("--timeout", type=_positive_float, default=10.0)
+    ctl.add_argument("name", help="command name, e.g. status, list_workers, pause")
+    ctl.add_argument("args", nargs="*", help="key=value arguments (values parsed as JSON)")
+
+    bench = sub.add_parser("bench", help="run a benchmark")
+    bench.add_argument("suite", choices=("router",))
+    bench.add_argument("--quick", action="store_true", help="short run (under 60 s)")
+    bench.add_argument("--json", dest="json_path", help="write the results here")
+    return parser
+
+
+def _endpoint(explicit: str | None, default: str | None, what: str, allow_remote: bool) -> str:
+    chosen = explicit or default
+    if chosen is None:
+        raise UsageError(f"--{what}-endpoint is required without --run-dir")
+    try:
+        return check_endpoint(chosen, allow_remote=allow_remote)
+    except EndpointError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _run_dir(args: argparse.Namespace) -> str | None:
+    run_dir: str | None = args.run_dir
+    if run_dir is not None and not os.path.isdir(run_dir):
+        raise UsageError(f"--run-dir {run_dir}: not a directory")
+    return run_dir
+
+
+def _router(args: argparse.Namespace) -> TokenizerRouter:
+    run_dir = _run_dir(args)
+    defaults = RouterEndpoints.in_run_dir(run_dir) if run_dir else None
+    remote = args.allow_remote
+    endpoints = RouterEndpoints(
+        **{
+            field: _endpoint(
+                getattr(args, f"{field}_endpoint"),
+                getattr(defaults, field) if defaults else None,
+                field.replace("_", "-"),
+                remote,
+            )
+            for field in ("workers", "engine", "engine_events", "outputs", "control")
+        }
+    )
+    try:
+        settings = RouterSettings(
+            endpoints=endpoints,
+            heartbeat_interval_s=args.heartbeat_interval,
+            heartbeat_timeout_s=args.heartbeat_timeout,
+            barrier_timeout_s=args.barrier_timeout,
+            engine_timeout_s=args.engine_timeout,
+            hwm=args.hwm,
+            backlog_limit=args.backlog,
+            allow_remote=remote,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    return TokenizerRouter(settings)
+
+
+def _detok_router(args: argparse.Namespace) -> DetokenizerRouter:
+    run_dir = _run_dir(args)
+    defaults = DetokenizerRouterEndpoints.in_run_dir(run_dir, args.detokenizers) if run_dir else None
+    remote = args.allow_remote
+    targets = args.detokenizer_endpoint or (defaults.detokenizers if defaults else None)
+    if not targets:
+        raise UsageError("--detokenizer-endpoint is required without --run-dir")
+    endpoints = DetokenizerRouterEndpoints(
+        inbound=_endpoint(
+            args.inbound_endpoint, defaults.inbound if defaults else None, "inbound", remote
+        ),
+        detokenizers=[_endpoint(t, None, "detokenizer", remote) for t in targets],
+        control=_endpoint(
+            args.control_endpoint, defaults.control if defaults else None, "control", remote
+        ),
+    )
+    try:
+        settings = DetokenizerRouterSettings(
+            endpoints=endpoints,
+            sticky_key=args.sticky_key,
+            hwm=args.hwm,
+            backlog_limit=args.backlog,
+            allow_remote=remote,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    return DetokenizerRouter(settings)
+
+
+def _parse_ctl_args(pairs: Sequence[str]) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"argument {pair!r}: expected key=value")
+        try:
+            parsed[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed[key] = raw
+    return parsed
+
+
+def _ctl(args: argparse.Namespace) -> int:
+    with ControlClient(args.endpoint, timeout_s=args.timeout) as client:
+        try:
+            result = client.call(args.name, **_parse_ctl_args(args.args))
+        except ControlError as exc:
+            print(f"switchboard ctl: {exc}", file=sys.stderr)
+            return 1
+    print(json.dumps(msgspec.to_builtins(result), indent=2, sort_keys=True))
+    return 0
+
+
+def _serve(service: TokenizerRouter | DetokenizerRouter, args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
+    )
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid)
+    serve_until_signalled(service)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``switchboard`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "router":
+            return _serve(_router(args), args)
+        if args.command == "detok-router":
+            return _serve(_detok_router(args), args)
+        if args.command == "ctl":
+            return _ctl(args)
+        if args.command == "bench":
+            from switchboard.bench.router import run_router_bench
+
+            return run_router_bench(quick=args.quick, json_path=args.json_path)
+    except UsageError as exc:
+        print(f"switchboard {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except zmq.ZMQError as exc:
+        print(f"switchboard {args.command}: {exc}", file=sys.stderr)
+        return 1
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
