@@ -59,12 +59,18 @@ def worker_address(run_dir: str | Path, worker_id: str) -> str:
 class RouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
     """The tokenizer router's sockets.
 
-    The router binds ``workers`` (PULL: everything workers send), ``engine_events``
-    (PULL: engine acknowledgements and load snapshots), ``outputs`` (PULL: outputs routed
-    back to workers through the router) and ``control`` (ROUTER). It connects a PUSH to
-    ``engine``, which the engine binds.
+    The router binds ``requests`` (PULL: workers' generate, embed and abort requests),
+    ``workers`` (PULL: workers' registration, heartbeats, deregistration and
+    acknowledgements), ``engine_events`` (PULL: engine acknowledgements and load
+    snapshots), ``outputs`` (PULL: outputs routed back to workers through the router) and
+    ``control`` (ROUTER). It connects a PUSH to ``engine``, which the engine binds.
+
+    Requests and worker control travel apart so that a busy engine can push back on
+    requests (the router stops reading them) while heartbeats and acknowledgements still
+    get through.
     """
 
+    requests: str
     workers: str
     engine: str
     engine_events: str
@@ -75,6 +81,7 @@ class RouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
     def in_run_dir(cls, run_dir: str | Path) -> RouterEndpoints:
         """The default layout: one ``ipc://`` socket file per endpoint in ``run_dir``."""
         return cls(
+            requests=_ipc(run_dir, "router-requests"),
             workers=_ipc(run_dir, "router-workers"),
             engine=_ipc(run_dir, "engine"),
             engine_events=_ipc(run_dir, "router-engine-events"),

@@ -25,11 +25,30 @@ class PollLoop:
         self._stop = threading.Event()
         self._poller = zmq.Poller()
         self._handlers: dict[zmq.Socket[bytes], Callable[[], None]] = {}
+        self._gates: dict[zmq.Socket[bytes], tuple[Callable[[], bool], list[bool]]] = {}
 
-    def watch(self, sock: zmq.Socket[bytes], on_readable: Callable[[], None]) -> None:
-        """Call ``on_readable`` whenever ``sock`` has input."""
+    def watch(
+        self,
+        sock: zmq.Socket[bytes],
+        on_readable: Callable[[], None],
+        gate: Callable[[], bool] | None = None,
+    ) -> None:
+        """Call ``on_readable`` whenever ``sock`` has input.
+
+        With a ``gate``, the socket is only read while ``gate()`` is true; otherwise its
+        input stays queued in ZeroMQ, which pushes back on the senders.
+        """
         self._handlers[sock] = on_readable
         self._poller.register(sock, zmq.POLLIN)
+        if gate is not None:
+            self._gates[sock] = (gate, [True])
+
+    def _apply_gates(self) -> None:
+        for sock, (gate, is_open) in self._gates.items():
+            wanted = gate()
+            if wanted != is_open[0]:
+                self._poller.register(sock, zmq.POLLIN if wanted else 0)
+                is_open[0] = wanted
 
     def request_stop(self) -> None:
         """Ask the loop to return after its current iteration (any thread, signal-safe)."""
@@ -58,6 +77,7 @@ class PollLoop:
                 timeout_ms = max(0, min(MAX_POLL_MS, int((next_tick - time.monotonic()) * 1000)))
             for dest in waiting:
                 self._poller.register(dest.socket, zmq.POLLOUT)
+            self._apply_gates()
             try:
                 ready = dict(self._poller.poll(timeout_ms))
             finally:

@@ -37,6 +37,10 @@ MAX_FRAMES: Final = 4097
 
 FrameLike = bytes | zmq.Frame
 
+# Plain ints: combining pyzmq's enum flags with ``|`` costs more than the send itself.
+_NOBLOCK: Final = int(zmq.NOBLOCK)
+_SNDMORE: Final = int(zmq.SNDMORE)
+
 
 class MalformedMessage(Exception):
     """A message whose frames were consumed but cannot be a protocol message."""
@@ -121,7 +125,7 @@ def recv_message(sock: zmq.Socket[bytes], first: bytes | None = None) -> list[Fr
     :class:`MalformedMessage` (after consuming every frame of it) for a message with more
     than :data:`MAX_FRAMES` frames.
     """
-    head = sock.recv(zmq.NOBLOCK, copy=False)
+    head = sock.recv(_NOBLOCK, copy=False)
     frames: list[FrameLike] = [head.bytes]
     last = head
     while last.more:
@@ -146,9 +150,11 @@ def send_frames(sock: zmq.Socket[bytes], frames: Sequence[FrameLike]) -> bool:
     """
     last = len(frames) - 1
     try:
-        sock.send(frames[0], zmq.NOBLOCK | (zmq.SNDMORE if last else 0), copy=False)
+        sock.send(frames[0], _NOBLOCK | _SNDMORE if last else _NOBLOCK, copy=False)
     except zmq.Again:
         return False
-    for index in range(1, last + 1):
-        sock.send(frames[index], zmq.SNDMORE if index < last else 0, copy=False)
+    for index in range(1, last):
+        sock.send(frames[index], _SNDMORE, copy=False)
+    if last:
+        sock.send(frames[last], 0, copy=False)
     return True

@@ -49,7 +49,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", help="directory for default ipc:// endpoints")
     parser.add_argument("--hwm", type=_positive_int, default=10_000, help="socket high-water mark")
     parser.add_argument(
-        "--backlog", type=_positive_int, default=1000,
+        "--backlog",
+        type=_positive_int,
+        default=1000,
         help="messages queued per destination beyond the HWM before dropping",
     )
     parser.add_argument(
@@ -69,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     router = sub.add_parser("router", help="run the tokenizer router")
     _add_common(router)
     for name, help_text in (
-        ("workers", "PULL the router binds for worker traffic"),
+        ("requests", "PULL the router binds for worker requests"),
+        ("workers", "PULL the router binds for worker registration and heartbeats"),
         ("engine", "the engine's input endpoint (the router connects)"),
         ("engine-events", "PULL the router binds for engine acks and load"),
         ("outputs", "PULL the router binds for outputs routed back to workers"),
@@ -133,7 +136,7 @@ def _router(args: argparse.Namespace) -> TokenizerRouter:
                 field.replace("_", "-"),
                 remote,
             )
-            for field in ("workers", "engine", "engine_events", "outputs", "control")
+            for field in ("requests", "workers", "engine", "engine_events", "outputs", "control")
         }
     )
     try:
@@ -154,7 +157,9 @@ def _router(args: argparse.Namespace) -> TokenizerRouter:
 
 def _detok_router(args: argparse.Namespace) -> DetokenizerRouter:
     run_dir = _run_dir(args)
-    defaults = DetokenizerRouterEndpoints.in_run_dir(run_dir, args.detokenizers) if run_dir else None
+    defaults = (
+        DetokenizerRouterEndpoints.in_run_dir(run_dir, args.detokenizers) if run_dir else None
+    )
     remote = args.allow_remote
     targets = args.detokenizer_endpoint or (defaults.detokenizers if defaults else None)
     if not targets:
@@ -237,8 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except zmq.ZMQError as exc:
         print(f"switchboard {args.command}: {exc}", file=sys.stderr)
         return 1
-    parser.error(f"unknown command {args.command}")
-    return 2
+    parser.error(f"unknown command {args.command}")  # exits
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ next caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from types import TracebackType
@@ -185,10 +186,8 @@ class AsyncControlClient:
         """Stop reading and close the socket; pending calls fail with a timeout."""
         if self._reader is not None:
             self._reader.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-            except asyncio.CancelledError:
-                pass
             self._reader = None
         if self._socket is not None:
             self._socket.close(linger=0)

@@ -97,11 +97,17 @@ class DetokenizerRouter:
         try:
             for endpoint in endpoints.detokenizers:
                 self._targets.append(destinations.get(endpoint))
-            inbound = bind(context, zmq.PULL, endpoints.inbound, hwm=self.settings.hwm,
-                           allow_remote=self.settings.allow_remote)
+            inbound = bind(
+                context,
+                zmq.PULL,
+                endpoints.inbound,
+                hwm=self.settings.hwm,
+                allow_remote=self.settings.allow_remote,
+            )
             opened.append((inbound, endpoints.inbound))
-            control_sock = bind(context, zmq.ROUTER, endpoints.control,
-                                allow_remote=self.settings.allow_remote)
+            control_sock = bind(
+                context, zmq.ROUTER, endpoints.control, allow_remote=self.settings.allow_remote
+            )
             opened.append((control_sock, endpoints.control))
             control = ControlServer(control_sock, self, COMMANDS, self.counters)
             self._loop.watch(inbound, lambda: self._drain(inbound))

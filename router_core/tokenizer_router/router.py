@@ -1,8 +1,12 @@
 """The tokenizer router: workers <-> engine, registry, liveness and the pause barrier.
 
 Forward path: a worker's request is forwarded to the engine on the strength of its
-header alone; payload frames pass through untouched. Backward path (outputs that come
-through the router): rows are grouped by owning worker and each worker gets one message.
+header alone; payload frames pass through untouched. When the engine's socket is full
+the router stops reading requests (ZeroMQ then pushes back on the workers) rather than
+dropping any; worker control traffic has its own socket and keeps flowing.
+
+Backward path (outputs that come through the router): rows are grouped by owning worker
+and each worker gets one message.
 Every inbound frame is decoded as a header first; whatever does not fit the protocol is
 counted under ``rejected`` with a reason and the loop goes on.
 """
@@ -20,6 +24,7 @@ from typing import Any, Final
 import msgspec
 import zmq
 
+from router_core import fastpath
 from router_core.barrier import PauseBarrier, PauseOperation
 from router_core.control.server import ControlServer, ReplyTo
 from router_core.counters import Counters
@@ -29,6 +34,7 @@ from router_core.loop import PollLoop
 from router_core.registry import WorkerRecord, WorkerRegistry
 from router_core.transport import (
     DEFAULT_HWM,
+    MAX_FRAMES,
     FrameLike,
     MalformedMessage,
     bind,
@@ -69,6 +75,8 @@ logger = logging.getLogger(__name__)
 
 #: The engine's name as a barrier participant and in acknowledgements.
 ENGINE: Final = "engine"
+
+_KIND_LABELS: Final = {kind.value: kind.name for kind in Kind}
 
 #: Messages handled per socket per loop iteration, so one busy socket cannot starve
 #: the others (or the timers).
@@ -121,6 +129,7 @@ class TokenizerRouter:
         self.started_at = time.monotonic()
         self._loop = PollLoop()
         self._next_expiry_check = 0.0
+        self._fast: fastpath.FastForwarder | None = None
         self.control: ControlServer[TokenizerRouter] | None = None
         self.workers: DestinationSet | None = None
         self.engine: Destination | None = None
@@ -156,14 +165,24 @@ class TokenizerRouter:
             context, self.counters, hwm=self.settings.hwm, backlog_limit=self.settings.backlog_limit
         )
         try:
+            requests_in = self._bind(context, endpoints.requests, zmq.PULL, opened)
             workers_in = self._bind(context, endpoints.workers, zmq.PULL, opened)
             engine_events = self._bind(context, endpoints.engine_events, zmq.PULL, opened)
             outputs_in = self._bind(context, endpoints.outputs, zmq.PULL, opened)
             control = self._bind(context, endpoints.control, zmq.ROUTER, opened)
             self.engine = engines.get(ENGINE, endpoints.engine)
             self.control = ControlServer(control, self, COMMANDS, self.counters)
+            self._fast = fastpath.load(DATA_KINDS)
+            engine = self.engine
+            self._loop.watch(
+                requests_in,
+                lambda: self._drain_requests(requests_in),
+                gate=lambda: not engine.backlog,
+            )
             self._loop.watch(workers_in, lambda: self._drain(workers_in, self._on_worker_message))
-            self._loop.watch(engine_events, lambda: self._drain(engine_events, self._on_engine_event))
+            self._loop.watch(
+                engine_events, lambda: self._drain(engine_events, self._on_engine_event)
+            )
             self._loop.watch(outputs_in, lambda: self._drain(outputs_in, self._on_output))
             self._loop.watch(control, self.control.handle_ready)
             logger.info("tokenizer router serving on %s (pid %d)", endpoints.workers, os.getpid())
@@ -185,7 +204,10 @@ class TokenizerRouter:
         opened: list[tuple[zmq.Socket[bytes], str]],
     ) -> zmq.Socket[bytes]:
         sock = bind(
-            context, socket_type, endpoint, hwm=self.settings.hwm,
+            context,
+            socket_type,
+            endpoint,
+            hwm=self.settings.hwm,
             allow_remote=self.settings.allow_remote,
         )
         opened.append((sock, endpoint))
@@ -204,35 +226,77 @@ class TokenizerRouter:
         self,
         sock: zmq.Socket[bytes],
         handle: Callable[[Header, list[FrameLike]], None],
+        budget: int = _BUDGET,
     ) -> None:
-        """Receive up to a budget of messages, validate each header, hand it on."""
-        rejected = self.counters
-        for _ in range(_BUDGET):
+        """Receive up to ``budget`` messages and hand each to :meth:`_accept`."""
+        for _ in range(budget):
             try:
                 frames = recv_message(sock)
             except zmq.Again:
                 return
             except MalformedMessage as exc:
-                rejected.add("rejected", exc.reason)
+                self.counters.add("rejected", exc.reason)
                 continue
-            try:
-                header = decode_header(frames[0])  # type: ignore[arg-type]
-            except WireError as exc:
-                rejected.add("rejected", exc.reason)
+            self._accept(frames, handle)
+
+    def _accept(
+        self, frames: list[FrameLike], handle: Callable[[Header, list[FrameLike]], None]
+    ) -> None:
+        """Validate the header and the frame count, then hand the message on."""
+        try:
+            header = decode_header(frames[0])  # type: ignore[arg-type]
+        except WireError as exc:
+            self.counters.add("rejected", exc.reason)
+            return
+        if len(frames) - 1 != payload_frame_count(header):
+            reason = "too_many_frames" if len(frames) > MAX_FRAMES else "frame_count"
+            self.counters.add("rejected", reason)
+            return
+        handle(header, frames)
+
+    def _drain_requests(self, sock: zmq.Socket[bytes]) -> None:
+        """The forward hop, until the budget is spent or the engine pushes back.
+
+        The C fast path moves what it can prove well-formed; every other message, and
+        everything when the fast path is unavailable, takes the Python path.
+        """
+        fast, engine = self._fast, self.engine
+        assert engine is not None
+        budget = _BUDGET
+        while budget > 0 and not engine.backlog:
+            if fast is None:
+                try:
+                    frames = recv_message(sock)
+                except zmq.Again:
+                    return
+                except MalformedMessage as exc:
+                    self.counters.add("rejected", exc.reason)
+                else:
+                    self._accept(frames, self._on_request)
+                budget -= 1
                 continue
-            if len(frames) - 1 != payload_frame_count(header):
-                rejected.add("rejected", "frame_count")
-                continue
-            handle(header, frames)
+            status, counts, handed_back = fast.forward(sock, engine.socket, budget)
+            for code, count in zip(fast.kinds, counts, strict=True):
+                if count:
+                    self.counters.add("forwarded", _KIND_LABELS[code], count)
+                    budget -= count
+            if handed_back is None:
+                return  # the socket is empty or the budget is spent
+            budget -= 1
+            self._accept(list(handed_back), self._on_request)
+            if status == fastpath.EMPTY:
+                return
+
+    def _on_request(self, header: Header, frames: list[FrameLike]) -> None:
+        if header.kind not in DATA_KINDS:
+            self.counters.add("rejected", "unexpected_kind")
+            return
+        assert self.engine is not None
+        if self.engine.send(frames):
+            self.counters.add("forwarded", _KIND_LABELS[header.kind])
 
     def _on_worker_message(self, header: Header, frames: list[FrameLike]) -> None:
-        kind = header.kind
-        if kind in DATA_KINDS:
-            assert self.engine is not None
-            if self.engine.send(frames):
-                self.counters.add("forwarded", kind.name)
-            return
-        handler = self._worker_handlers.get(kind)
+        handler = self._worker_handlers.get(header.kind)
         if handler is None:
             self.counters.add("rejected", "unexpected_kind")
             return

@@ -30,7 +30,7 @@ from router_core.wire.header import Header, payload_frame_count
 from router_core.wire.kinds import BATCH_KINDS, Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
-from router_core.wire.split import check_batch_shape, split_rows
+from router_core.wire.split import BatchShapeError, check_batch_shape, split_rows
 
 __all__ = [
     "PAYLOAD_TYPES",
@@ -137,16 +137,33 @@ def decode_payload(kind: Kind, frame: bytes | memoryview) -> msgspec.Struct:
 
 
 def decode_message(frames: Sequence[bytes | memoryview]) -> tuple[Header, list[msgspec.Struct]]:
-    """Decode a whole message, checking that the frame count fits the header."""
+    """Decode a whole message, checking the frame count and, for batches, every row.
+
+    Row ``i`` of a batch must be a one-request batch for ``header.rids[i]``.
+    """
     if not frames:
         raise WireError("frame_count", "empty message")
     header = decode_header(frames[0])
     expected = payload_frame_count(header)
     if len(frames) - 1 != expected:
         raise WireError(
-            "frame_count", f"{header.kind.name} needs {expected} payload frames, got {len(frames) - 1}"
+            "frame_count",
+            f"{header.kind.name} needs {expected} payload frames, got {len(frames) - 1}",
         )
-    return header, [decode_payload(header.kind, frame) for frame in frames[1:]]
+    payloads = [decode_payload(header.kind, frame) for frame in frames[1:]]
+    if header.kind in BATCH_KINDS:
+        for rid, row in zip(header.rids, payloads, strict=True):
+            _check_row(rid, row)
+    return header, payloads
+
+
+def _check_row(rid: str, row: msgspec.Struct) -> None:
+    try:
+        rows = check_batch_shape(row)
+    except BatchShapeError as exc:
+        raise WireError("bad_payload", str(exc)) from exc
+    if rows != 1 or row.rids[0] != rid:  # type: ignore[attr-defined]
+        raise WireError("bad_payload", f"row for {rid!r} is not a one-request batch of it")
 
 
 def frame_message(
@@ -158,7 +175,14 @@ def frame_message(
     traceparent: str = "",
     tracestate: str = "",
 ) -> Frames:
-    """Frame a message with one payload (or none, for ``IDLE``)."""
+    """Frame a message with one payload (none for ``IDLE``; batches use :func:`frame_batch`)."""
+    if kind in BATCH_KINDS:
+        raise WireError("header_shape", f"{kind.name} is framed by frame_batch")
+    if kind is Kind.IDLE:
+        if payload is not None:
+            raise WireError("bad_payload", "IDLE carries no payload")
+    elif not isinstance(payload, PAYLOAD_TYPES[kind]):
+        raise WireError("bad_payload", f"{kind.name} carries {PAYLOAD_TYPES[kind].__name__}")
     header = Header(
         kind,
         list(rids),
@@ -184,12 +208,18 @@ def frame_batch(
     ``batch.http_worker_ipcs`` must name the owner of every row; it becomes the header's
     ``reply_to`` so that routers split the batch without decoding any row.
     """
+    kind = _BATCH_KIND_OF.get(type(batch))
+    if kind is None:
+        raise WireError("bad_payload", f"{type(batch).__name__} is not a batched output type")
     owners = batch.http_worker_ipcs
     if owners is None:
         raise WireError("header_shape", "a batch needs http_worker_ipcs to be routed")
-    check_batch_shape(batch)
+    try:
+        check_batch_shape(batch)
+    except BatchShapeError as exc:
+        raise WireError("bad_payload", str(exc)) from exc
     header = Header(
-        _BATCH_KIND_OF[type(batch)],
+        kind,
         batch.rids,
         owners,
         time.time_ns(),

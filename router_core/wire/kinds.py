@@ -47,6 +47,4 @@ class Kind(IntEnum):
 DATA_KINDS: frozenset[Kind] = frozenset({Kind.GENERATE, Kind.EMBED, Kind.ABORT})
 
 #: Kinds framed one row per request, ``header.rids[i]`` owning payload frame ``i``.
-BATCH_KINDS: frozenset[Kind] = frozenset(
-    {Kind.TOKEN_BATCH, Kind.STR_BATCH, Kind.EMBEDDING_BATCH}
-)
+BATCH_KINDS: frozenset[Kind] = frozenset({Kind.TOKEN_BATCH, Kind.STR_BATCH, Kind.EMBEDDING_BATCH})

@@ -80,8 +80,9 @@ def check_batch_shape(batch: msgspec.Struct) -> int:
         lists = value.items() if column.is_dict else ((column.name, value),)
         for key, values in lists:
             if len(values) != rows:
+                where = f"[{key!r}]" if column.is_dict else ""
                 raise BatchShapeError(
-                    f"{type(batch).__name__}.{column.name}[{key!r}] has {len(values)} "
+                    f"{type(batch).__name__}.{column.name}{where} has {len(values)} "
                     f"entries for {rows} rids"
                 )
     return rows

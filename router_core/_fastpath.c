@@ -1,0 +1,342 @@
+/*
+ * The forward hop's hot loop in C: move well-formed request messages from a worker-facing
+ * PULL socket to the engine's PUSH socket without a Python call per frame.
+ *
+ * Contract (see router_core/fastpath.py, which owns the Python side):
+ *   - It calls libzmq through function pointers handed over by bind_libzmq(), taken from
+ *     the very libzmq that pyzmq loaded, so the socket handles are shared safely.
+ *   - It forwards only a message it can prove well-formed: exactly two frames, the header
+ *     in the canonical encoding of router_core.wire.Header (a 6-element array, one rid,
+ *     one reply_to, ASCII strings) with a kind in the accepted set. That set of headers
+ *     is a subset of what the Python decoder accepts, so the fast path never lets through
+ *     a message the Python path would reject.
+ *   - Every other message is handed back to Python, frame by frame, untouched, for the
+ *     full decode and counting. A message the engine socket refuses (EAGAIN) is handed
+ *     back too, so Python can queue it in the destination's bounded backlog.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    unsigned char _[64];
+} __attribute__((aligned(sizeof(void *)))) sb_msg_t;
+
+typedef int (*msg_init_fn)(sb_msg_t *);
+typedef int (*msg_close_fn)(sb_msg_t *);
+typedef int (*msg_recv_fn)(sb_msg_t *, void *, int);
+typedef int (*msg_send_fn)(sb_msg_t *, void *, int);
+typedef void *(*msg_data_fn)(sb_msg_t *);
+typedef size_t (*msg_size_fn)(const sb_msg_t *);
+typedef int (*msg_more_fn)(const sb_msg_t *);
+typedef int (*errno_fn)(void);
+
+typedef struct {
+    void *socket;
+    int fd;
+    short events;
+    short revents;
+} sb_pollitem_t;
+typedef int (*poll_fn)(sb_pollitem_t *, int, long);
+
+static struct {
+    msg_init_fn init;
+    msg_close_fn close;
+    msg_recv_fn recv;
+    msg_send_fn send;
+    msg_data_fn data;
+    msg_size_fn size;
+    msg_more_fn more;
+    errno_fn error;
+    poll_fn poll;
+} zmq_api;
+static int zmq_api_ready = 0;
+
+#define SB_DONTWAIT 1
+#define SB_SNDMORE 2
+#define SB_MAX_FRAMES 4097
+#define SB_POLLIN 1
+
+enum { STATUS_EMPTY = 0, STATUS_BUDGET = 1, STATUS_HANDOFF = 2, STATUS_BLOCKED = 3 };
+
+/* ------------------------------------------------------------------ header check */
+
+/* Read one msgpack string at *p; ASCII only (so UTF-8 validity is certain). */
+static int read_ascii_str(const unsigned char **p, const unsigned char *end) {
+    if (*p >= end) return 0;
+    unsigned char tag = **p;
+    size_t len;
+    (*p)++;
+    if (tag >= 0xa0 && tag <= 0xbf) {
+        len = tag & 0x1f;
+    } else if (tag == 0xd9) {
+        if (end - *p < 1) return 0;
+        len = (*p)[0];
+        *p += 1;
+    } else if (tag == 0xda) {
+        if (end - *p < 2) return 0;
+        len = ((size_t)(*p)[0] << 8) | (*p)[1];
+        *p += 2;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - *p) < len) return 0;
+    for (size_t i = 0; i < len; i++) {
+        if ((*p)[i] & 0x80) return 0;
+    }
+    *p += len;
+    return 1;
+}
+
+/* Read one msgpack integer at *p (any width msgspec decodes into a Python int). */
+static int read_int(const unsigned char **p, const unsigned char *end) {
+    if (*p >= end) return 0;
+    unsigned char tag = **p;
+    (*p)++;
+    size_t width;
+    if (tag <= 0x7f || tag >= 0xe0) return 1;
+    switch (tag) {
+        case 0xcc: case 0xd0: width = 1; break;
+        case 0xcd: case 0xd1: width = 2; break;
+        case 0xce: case 0xd2: width = 4; break;
+        case 0xcf: case 0xd3: width = 8; break;
+        default: return 0;
+    }
+    if ((size_t)(end - *p) < width) return 0;
+    *p += width;
+    return 1;
+}
+
+/* The kind of a canonical single-request header, or -1 if not provably well-formed. */
+static int canonical_kind(const unsigned char *data, size_t size, const char *kinds, Py_ssize_t nkinds) {
+    const unsigned char *p = data, *end = data + size;
+    if (size < 8 || p[0] != 0x96 || p[1] >= 0x80) return -1;
+    int kind = p[1];
+    if (memchr(kinds, kind, (size_t)nkinds) == NULL) return -1;
+    p += 2;
+    if (*p++ != 0x91 || !read_ascii_str(&p, end)) return -1; /* rids: exactly one */
+    if (p >= end || *p++ != 0x91 || !read_ascii_str(&p, end)) return -1; /* reply_to */
+    if (!read_int(&p, end)) return -1;                                     /* sent_ns */
+    if (!read_ascii_str(&p, end) || !read_ascii_str(&p, end)) return -1;   /* trace */
+    return p == end ? kind : -1;
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static PyObject *msg_to_bytes(sb_msg_t *msg) {
+    PyObject *out = PyBytes_FromStringAndSize((const char *)zmq_api.data(msg), (Py_ssize_t)zmq_api.size(msg));
+    zmq_api.close(msg);
+    return out;
+}
+
+static PyObject *zmq_failure(void) {
+    int err = zmq_api.error();
+    return PyErr_Format(PyExc_OSError, "libzmq error %d in the forward fast path", err);
+}
+
+/* Append msg (consumed) and the rest of its message to a new list. */
+static PyObject *collect(sb_msg_t *first, sb_msg_t *second, void *src) {
+    PyObject *frames = PyList_New(0);
+    if (frames == NULL) return NULL;
+    sb_msg_t *held[2] = {first, second};
+    int more = 0;
+    for (int i = 0; i < 2 && held[i] != NULL; i++) {
+        more = zmq_api.more(held[i]);
+        PyObject *b = msg_to_bytes(held[i]);
+        if (b == NULL || PyList_Append(frames, b) < 0) {
+            Py_XDECREF(b);
+            Py_DECREF(frames);
+            return NULL;
+        }
+        Py_DECREF(b);
+    }
+    while (more) {
+        sb_msg_t part;
+        zmq_api.init(&part);
+        if (zmq_api.recv(&part, src, 0) < 0) {
+            zmq_api.close(&part);
+            Py_DECREF(frames);
+            return zmq_failure();
+        }
+        more = zmq_api.more(&part);
+        if (PyList_GET_SIZE(frames) >= SB_MAX_FRAMES) {
+            zmq_api.close(&part); /* Python sees MAX_FRAMES+1 frames: too_many_frames */
+            continue;
+        }
+        PyObject *b = msg_to_bytes(&part);
+        if (b == NULL || PyList_Append(frames, b) < 0) {
+            Py_XDECREF(b);
+            Py_DECREF(frames);
+            return NULL;
+        }
+        Py_DECREF(b);
+    }
+    return frames;
+}
+
+/* ------------------------------------------------------------------ module functions */
+
+static long long monotonic_us(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
+static PyObject *bind_libzmq(PyObject *self, PyObject *args) {
+    unsigned long long a[9];
+    if (!PyArg_ParseTuple(args, "KKKKKKKKK", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7],
+                          &a[8]))
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        if (a[i] == 0) {
+            PyErr_SetString(PyExc_ValueError, "null libzmq function pointer");
+            return NULL;
+        }
+    }
+    zmq_api.init = (msg_init_fn)(uintptr_t)a[0];
+    zmq_api.close = (msg_close_fn)(uintptr_t)a[1];
+    zmq_api.recv = (msg_recv_fn)(uintptr_t)a[2];
+    zmq_api.send = (msg_send_fn)(uintptr_t)a[3];
+    zmq_api.data = (msg_data_fn)(uintptr_t)a[4];
+    zmq_api.size = (msg_size_fn)(uintptr_t)a[5];
+    zmq_api.more = (msg_more_fn)(uintptr_t)a[6];
+    zmq_api.error = (errno_fn)(uintptr_t)a[7];
+    zmq_api.poll = (poll_fn)(uintptr_t)a[8];
+    zmq_api_ready = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *header_kind(PyObject *self, PyObject *args) {
+    Py_buffer header;
+    const char *kinds;
+    Py_ssize_t nkinds;
+    if (!PyArg_ParseTuple(args, "y*y#", &header, &kinds, &nkinds)) return NULL;
+    int kind = canonical_kind((const unsigned char *)header.buf, (size_t)header.len, kinds, nkinds);
+    PyBuffer_Release(&header);
+    return PyLong_FromLong(kind);
+}
+
+static PyObject *forward(PyObject *self, PyObject *args) {
+    unsigned long long src_addr, dst_addr;
+    Py_ssize_t budget, nkinds;
+    long linger_ms;
+    const char *kinds;
+    if (!PyArg_ParseTuple(args, "KKny#l", &src_addr, &dst_addr, &budget, &kinds, &nkinds, &linger_ms))
+        return NULL;
+    if (!zmq_api_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "bind_libzmq() has not been called");
+        return NULL;
+    }
+    void *src = (void *)(uintptr_t)src_addr, *dst = (void *)(uintptr_t)dst_addr;
+    Py_ssize_t counts[128] = {0};
+    int status = STATUS_BUDGET;
+    long long linger_until = monotonic_us() + (long long)linger_ms * 1000;
+    PyObject *frames = Py_None;
+    Py_INCREF(Py_None);
+
+    for (Py_ssize_t n = 0; n < budget; n++) {
+        sb_msg_t head, body;
+        zmq_api.init(&head);
+        if (zmq_api.recv(&head, src, SB_DONTWAIT) < 0) {
+            int err = zmq_api.error();
+            zmq_api.close(&head);
+            if (err == EAGAIN) {
+                /* Traffic is flowing (we were called because input was ready): wait a
+                 * moment for the next message in C rather than paying a trip through the
+                 * Python loop per message. Bounded: one call waits at most linger_ms in
+                 * all, so other sockets are served promptly; the GIL is released. */
+                int ready = 0;
+                long long left_us = linger_until - monotonic_us();
+                if (left_us > 0) {
+                    sb_pollitem_t item = {src, 0, SB_POLLIN, 0};
+                    Py_BEGIN_ALLOW_THREADS
+                    ready = zmq_api.poll(&item, 1, (long)((left_us + 999) / 1000));
+                    Py_END_ALLOW_THREADS
+                }
+                if (ready > 0) {
+                    n--;
+                    continue;
+                }
+                status = STATUS_EMPTY;
+                break;
+            }
+            Py_DECREF(frames);
+            return PyErr_Format(PyExc_OSError, "libzmq error %d receiving", err);
+        }
+        int kind = -1;
+        if (zmq_api.more(&head))
+            kind = canonical_kind(zmq_api.data(&head), zmq_api.size(&head), kinds, nkinds);
+        if (kind < 0) {
+            Py_DECREF(frames);
+            frames = collect(&head, NULL, src);
+            if (frames == NULL) return NULL;
+            status = STATUS_HANDOFF;
+            break;
+        }
+        zmq_api.init(&body);
+        if (zmq_api.recv(&body, src, 0) < 0) {
+            zmq_api.close(&head);
+            zmq_api.close(&body);
+            Py_DECREF(frames);
+            return zmq_failure();
+        }
+        if (zmq_api.more(&body)) {
+            Py_DECREF(frames);
+            frames = collect(&head, &body, src);
+            if (frames == NULL) return NULL;
+            status = STATUS_HANDOFF;
+            break;
+        }
+        if (zmq_api.send(&head, dst, SB_SNDMORE | SB_DONTWAIT) < 0) {
+            int err = zmq_api.error();
+            if (err != EAGAIN) {
+                zmq_api.close(&head);
+                zmq_api.close(&body);
+                Py_DECREF(frames);
+                return PyErr_Format(PyExc_OSError, "libzmq error %d sending", err);
+            }
+            Py_DECREF(frames);
+            frames = collect(&head, &body, src);
+            if (frames == NULL) return NULL;
+            status = STATUS_BLOCKED;
+            break;
+        }
+        /* Once the first frame is accepted the rest of the message is too. */
+        if (zmq_api.send(&body, dst, 0) < 0) {
+            zmq_api.close(&body);
+            Py_DECREF(frames);
+            return zmq_failure();
+        }
+        counts[kind]++;
+    }
+
+    PyObject *count_list = PyList_New(nkinds);
+    if (count_list == NULL) {
+        Py_DECREF(frames);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nkinds; i++) {
+        PyList_SET_ITEM(count_list, i, PyLong_FromSsize_t(counts[(unsigned char)kinds[i] & 0x7f]));
+    }
+    return Py_BuildValue("iNN", status, count_list, frames);
+}
+
+static PyMethodDef methods[] = {
+    {"bind_libzmq", bind_libzmq, METH_VARARGS,
+     "bind_libzmq(init, close, recv, send, data, size, more, errno, poll): libzmq functions."},
+    {"header_kind", header_kind, METH_VARARGS,
+     "header_kind(header, kinds) -> kind code of a canonical header in kinds, else -1."},
+    {"forward", forward, METH_VARARGS,
+     "forward(src, dst, budget, kinds, linger_ms) -> (status, counts per kind, frames or None)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "router_core._fastpath",
+    "The forward hop's hot loop in C; see router_core/fastpath.py.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void) { return PyModule_Create(&module); }

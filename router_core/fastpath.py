@@ -1,0 +1,112 @@
+"""The optional C fast path of the forward hop, and how it is wired to pyzmq's libzmq.
+
+The forward hop is the router's hottest loop: every request of every worker crosses it.
+In Python each message costs four pyzmq calls plus a header decode; the C loop in
+``_fastpath.c`` does the same work, for the messages it can prove well-formed, without
+leaving C. It is an optimisation only: :func:`load` returns None when the extension is
+not built or libzmq cannot be found, and the router then uses the Python path, which
+also handles every message the C loop hands back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Final, NamedTuple
+
+import zmq
+
+__all__ = ["BLOCKED", "BUDGET", "EMPTY", "HANDOFF", "FastForwarder", "ForwardResult", "load"]
+
+logger = logging.getLogger(__name__)
+
+#: Outcomes of one :meth:`FastForwarder.forward` call.
+EMPTY: Final = 0  # the source has no more messages
+BUDGET: Final = 1  # the budget ran out; call again
+HANDOFF: Final = 2  # ``frames`` is a message for the Python path
+BLOCKED: Final = 3  # the destination refused ``frames`` (EAGAIN): queue it
+
+_FUNCTIONS: Final = (
+    "zmq_msg_init",
+    "zmq_msg_close",
+    "zmq_msg_recv",
+    "zmq_msg_send",
+    "zmq_msg_data",
+    "zmq_msg_size",
+    "zmq_msg_more",
+    "zmq_errno",
+    "zmq_poll",
+)
+
+_DISABLE_ENV: Final = "SWITCHBOARD_NO_FASTPATH"
+
+
+class ForwardResult(NamedTuple):
+    """What one call did: its outcome, messages forwarded per kind, a handed-back message."""
+
+    status: int
+    counts: list[int]
+    frames: list[bytes] | None
+
+
+class FastForwarder:
+    """Forwards canonical request messages from one socket to another in C."""
+
+    def __init__(self, module: ModuleType, kinds: Iterable[int]) -> None:
+        self._module = module
+        self.kinds = bytes(sorted(kinds))
+
+    def forward(
+        self, src: zmq.Socket[bytes], dst: zmq.Socket[bytes], budget: int, linger_ms: int = 1
+    ) -> ForwardResult:
+        """Move up to ``budget`` messages; stops early on the outcomes above.
+
+        When ``src`` runs dry it waits up to ``linger_ms`` (GIL released) for the next
+        message before returning ``EMPTY``, so a steady stream is moved without a trip
+        through the Python loop per message.
+        """
+        status, counts, frames = self._module.forward(
+            src.underlying, dst.underlying, budget, self.kinds, linger_ms
+        )
+        return ForwardResult(status, counts, frames)
+
+    def header_kind(self, header: bytes) -> int:
+        """The kind the C check reads from ``header``, or -1 if it would hand it back."""
+        kind: int = self._module.header_kind(header, self.kinds)
+        return kind
+
+
+def _libzmq_path() -> str | None:
+    """The file of the libzmq that pyzmq has loaded into this process."""
+    zmq.zmq_version()  # libzmq is loaded once pyzmq has answered this
+    try:
+        with open(f"/proc/{os.getpid()}/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                if "libzmq" in os.path.basename(path):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def load(kinds: Iterable[int]) -> FastForwarder | None:
+    """The C fast path for ``kinds``, or None (logged) if it cannot be used here."""
+    if os.environ.get(_DISABLE_ENV):
+        return None
+    try:
+        from router_core import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        logger.info("C fast path not built; the forward hop runs in Python")
+        return None
+    path = _libzmq_path()
+    if path is None:
+        logger.info("libzmq not found in this process; the forward hop runs in Python")
+        return None
+    library = ctypes.CDLL(path)
+    addresses = [ctypes.cast(getattr(library, name), ctypes.c_void_p).value for name in _FUNCTIONS]
+    _fastpath.bind_libzmq(*addresses)
+    return FastForwarder(_fastpath, kinds)

@@ -1,0 +1,222 @@
+"""House rules checked against the source tree: no pickle, honest ``__all__``, no wildcard binds.
+
+Each rule scans parsed source (``ast``), so a comment or docstring that names a forbidden
+thing does not trip it, and each scanner is first shown to catch a violation it is fed.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import router_core
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE_ROOTS = ("router_core", "app")
+
+#: Modules that deserialize by running code; pickle over ZeroMQ is how serving stacks got RCEs.
+PICKLE_MODULES = frozenset({"pickle", "_pickle", "cPickle", "cloudpickle", "dill"})
+#: pyzmq's convenience methods that pickle implicitly.
+PICKLE_SOCKET_METHODS = frozenset({"send_pyobj", "recv_pyobj"})
+#: Importers that take a module name as a string.
+DYNAMIC_IMPORTERS = frozenset({"__import__", "import_module"})
+#: Endpoints that listen on every interface.
+WILDCARD_BIND = re.compile(r"tcp://(\*|0\.0\.0\.0|\[::\]|::)(:|$)")
+
+
+def source_files() -> list[Path]:
+    """Every Python file under the scanned source roots."""
+    return sorted(path for root in SOURCE_ROOTS for path in (REPO / root).rglob("*.py"))
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _called_name(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return None
+
+
+def pickle_uses(tree: ast.AST) -> Iterator[str]:
+    """Describe every import of a pickling module and every pickling socket call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.partition(".")[0] in PICKLE_MODULES:
+                    yield f"line {node.lineno}: import {alias.name}"
+        elif isinstance(node, ast.ImportFrom):
+            module = (node.module or "").partition(".")[0]
+            names = {alias.name for alias in node.names}
+            if module in PICKLE_MODULES or (module in {"", "zmq"} and names & PICKLE_MODULES):
+                yield f"line {node.lineno}: from {node.module} import {sorted(names)}"
+        elif isinstance(node, ast.Attribute) and node.attr in PICKLE_SOCKET_METHODS:
+            yield f"line {node.lineno}: .{node.attr}"
+        elif isinstance(node, ast.Call) and _called_name(node) in DYNAMIC_IMPORTERS:
+            for argument in node.args[:1]:
+                if isinstance(argument, ast.Constant) and argument.value in PICKLE_MODULES:
+                    yield f"line {node.lineno}: dynamic import of {argument.value}"
+        elif isinstance(node, ast.Call) and _called_name(node) == "getattr":
+            for argument in node.args[1:2]:
+                if isinstance(argument, ast.Constant) and argument.value in PICKLE_SOCKET_METHODS:
+                    yield f"line {node.lineno}: getattr(..., {argument.value!r})"
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the constant nodes that are docstrings (they describe, they do not bind)."""
+    found = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+        ):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def wildcard_binds(tree: ast.AST) -> Iterator[str]:
+    """Describe every string literal (docstrings aside) naming a wildcard tcp endpoint."""
+    docstrings = _docstrings(tree)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and WILDCARD_BIND.search(node.value)
+        ):
+            yield f"line {node.lineno}: {node.value!r}"
+
+
+def router_core_module_names() -> list[str]:
+    """Every module name of the router_core package, found with pkgutil.
+
+    A subpackage that fails to import is still listed, so that its test fails loudly
+    instead of the walk skipping it.
+    """
+    names = [router_core.__name__]
+    walk = pkgutil.walk_packages(
+        router_core.__path__, prefix=f"{router_core.__name__}.", onerror=names.append
+    )
+    names.extend(info.name for info in walk)
+    return sorted(set(names))
+
+
+class TestNoPickle:
+    """No module under router_core/ or app/ pickles, directly or through pyzmq."""
+
+    @pytest.mark.parametrize(
+        "source",
+        [
+            "import pickle",
+            "import cloudpickle as cp",
+            "from dill import dumps",
+            "from pickle import loads",
+            "import _pickle",
+            "sock.send_pyobj(message)",
+            "message = sock.recv_pyobj()",
+            "importlib.import_module('pickle')",
+            "__import__('dill')",
+            "getattr(sock, 'recv_pyobj')()",
+        ],
+    )
+    def test_scanner_catches_pickling(self, source: str) -> None:
+        """The scanner flags each way of pickling it is fed."""
+        assert list(pickle_uses(ast.parse(source)))
+
+    def test_scanner_ignores_prose(self) -> None:
+        """A docstring or comment that names pickle is not a use of it."""
+        assert not list(pickle_uses(ast.parse('"""Never pickle; no send_pyobj."""  # pickle')))
+
+    def test_sources_are_scanned(self) -> None:
+        """The scan covers the wire codec, so an empty glob cannot pass vacuously."""
+        assert REPO / "router_core" / "wire" / "codec.py" in source_files()
+
+    def test_no_pickle_imports_or_calls(self) -> None:
+        """No source imports a pickling module or calls send_pyobj/recv_pyobj."""
+        offenders = {
+            str(path.relative_to(REPO)): uses
+            for path in source_files()
+            if (uses := list(pickle_uses(parse(path))))
+        }
+        assert offenders == {}
+
+    def test_pyobj_methods_absent_from_text(self) -> None:
+        """The names send_pyobj and recv_pyobj appear nowhere in the source text."""
+        pattern = re.compile("|".join(sorted(PICKLE_SOCKET_METHODS)))
+        offenders = [
+            f"{path.relative_to(REPO)}:{number}"
+            for path in source_files()
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if pattern.search(line)
+        ]
+        assert offenders == []
+
+
+class TestExportedNames:
+    """Every router_core module's __all__ lists only names it defines."""
+
+    def test_walk_finds_the_wire_package(self) -> None:
+        """The module walk reaches nested modules, so the check is not vacuous."""
+        names = set(router_core_module_names())
+        assert {"router_core.wire", "router_core.wire.codec", "router_core.wire.split"} <= names
+
+    @pytest.mark.parametrize("name", router_core_module_names())
+    def test_all_names_exist(self, name: str) -> None:
+        """The module imports, and each name in its __all__ is an attribute, listed once."""
+        module = importlib.import_module(name)
+        exported = getattr(module, "__all__", None)
+        if exported is None:
+            return
+        assert all(isinstance(name, str) for name in exported)
+        assert [name for name in exported if not hasattr(module, name)] == []
+        assert len(set(exported)) == len(exported)
+
+
+class TestNoWildcardBinds:
+    """No source under router_core/ or app/ names tcp://* or tcp://0.0.0.0."""
+
+    @pytest.mark.parametrize(
+        "source",
+        [
+            "sock.bind('tcp://*:5555')",
+            "ENDPOINT = 'tcp://0.0.0.0:7000'",
+            "address = f'tcp://*:{port}'",
+            "sock.bind('tcp://[::]:5555')",
+        ],
+    )
+    def test_scanner_catches_wildcards(self, source: str) -> None:
+        """The scanner flags each wildcard endpoint literal it is fed."""
+        assert list(wildcard_binds(ast.parse(source)))
+
+    @pytest.mark.parametrize(
+        "source",
+        [
+            "sock.bind('tcp://127.0.0.1:5555')",
+            "sock.bind('ipc:///tmp/switchboard/router')",
+            "def bind():\n    '''Never bind tcp://0.0.0.0 or tcp://*.'''",
+            "pattern = 'tcp://0.0.0.1:5'",
+        ],
+    )
+    def test_scanner_passes_loopback_and_prose(self, source: str) -> None:
+        """Loopback, ipc endpoints and docstrings are not flagged."""
+        assert not list(wildcard_binds(ast.parse(source)))
+
+    def test_no_wildcard_binds(self) -> None:
+        """No string literal in the source names a wildcard tcp endpoint."""
+        offenders = {
+            str(path.relative_to(REPO)): binds
+            for path in source_files()
+            if (binds := list(wildcard_binds(parse(path))))
+        }
+        assert offenders == {}
