@@ -162,7 +162,7 @@ static PyObject *collect(sb_msg_t *first, sb_msg_t *second, void *src) {
             return zmq_failure();
         }
         more = zmq_api.more(&part);
-        if (PyList_GET_SIZE(frames) >= SB_MAX_FRAMES) {
+        if (PyList_GET_SIZE(frames) > SB_MAX_FRAMES) {
             zmq_api.close(&part); /* Python sees MAX_FRAMES+1 frames: too_many_frames */
             continue;
         }

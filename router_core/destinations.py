@@ -74,12 +74,15 @@ class Destination:
             sent += 1
         return sent
 
-    def close(self, drain_timeout_s: float = 0.0, *, drop_reason: str = "closed") -> None:
+    def close(
+        self, drain_timeout_s: float = 0.0, *, drop_reason: str = "closed", linger_s: float = 0.0
+    ) -> None:
         """Flush what can be flushed within ``drain_timeout_s``, then close.
 
         Messages still queued after the deadline are dropped with ``drop_reason``; the
-        socket lingers for what is left of the deadline so ZeroMQ can hand its own queue
-        to the peer (libzmq#4660: a PUSH closed right after sending can lose its tail).
+        socket lingers for what is left of the deadline, or ``linger_s`` if longer, so
+        ZeroMQ can hand its own queue to the peer (libzmq#4660: a PUSH closed right after
+        sending can lose its tail). Closing never blocks; the linger runs in ZeroMQ.
         """
         deadline = time.monotonic() + drain_timeout_s
         if self._socket is not None:
@@ -92,7 +95,7 @@ class Destination:
             self._counters.add("dropped", drop_reason, len(self.backlog))
             self.backlog.clear()
         if self._socket is not None:
-            linger_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            linger_ms = max(0, int(max(deadline - time.monotonic(), linger_s) * 1000))
             self._socket.close(linger=linger_ms)
             self._socket = None
 
@@ -150,11 +153,14 @@ class DestinationSet:
         """Queued messages per destination name."""
         return {name: len(dest.backlog) for name, dest in self._by_name.items()}
 
-    def discard(self, name: str, drop_reason: str) -> None:
-        """Close and forget ``name`` now, counting anything queued as ``drop_reason``."""
+    def discard(self, name: str, drop_reason: str, *, linger_s: float = 0.0) -> None:
+        """Close and forget ``name`` now, counting anything queued as ``drop_reason``.
+
+        ``linger_s`` gives what was already handed to ZeroMQ that long to leave.
+        """
         dest = self._by_name.pop(name, None)
         if dest is not None:
-            dest.close(0.0, drop_reason=drop_reason)
+            dest.close(0.0, drop_reason=drop_reason, linger_s=linger_s)
 
     def close_all(self, drain_timeout_s: float) -> None:
         """Drain every destination (sharing one deadline), then close them all."""

@@ -71,20 +71,21 @@ class PollLoop:
         """
         next_tick: float | None = None
         while not self._stop.is_set():
-            waiting = [dest for dest in backlogged()]
+            # Capture the sockets now: a handler may discard a destination meanwhile.
+            waiting = [(dest, dest.socket) for dest in backlogged()]
             timeout_ms = MAX_POLL_MS
             if next_tick is not None:
                 timeout_ms = max(0, min(MAX_POLL_MS, int((next_tick - time.monotonic()) * 1000)))
-            for dest in waiting:
-                self._poller.register(dest.socket, zmq.POLLOUT)
+            for _, sock in waiting:
+                self._poller.register(sock, zmq.POLLOUT)
             self._apply_gates()
             try:
                 ready = dict(self._poller.poll(timeout_ms))
             finally:
-                for dest in waiting:
-                    self._poller.unregister(dest.socket)
-            for dest in waiting:
-                if ready.get(dest.socket, 0) & zmq.POLLOUT:
+                for _, sock in waiting:
+                    self._poller.unregister(sock)
+            for dest, sock in waiting:
+                if ready.get(sock, 0) & zmq.POLLOUT:
                     dest.flush()
             for sock, handler in self._handlers.items():
                 if ready.get(sock, 0) & zmq.POLLIN:

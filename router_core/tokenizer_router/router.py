@@ -354,7 +354,8 @@ class TokenizerRouter:
             )
             assert self.workers is not None
             self.workers.send(heartbeat.address, frame_message(Kind.REGISTER_REPLY, reply))
-            self.workers.discard(heartbeat.address, "unregistered")
+            # Linger so the reply leaves before the socket goes away.
+            self.workers.discard(heartbeat.address, "unregistered", linger_s=0.5)
 
     def _on_deregister(self, header: Header, frames: list[FrameLike]) -> None:
         leaving = self._payload(header, frames)
