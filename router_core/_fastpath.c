@@ -41,6 +41,7 @@ typedef struct {
     short revents;
 } sb_pollitem_t;
 typedef int (*poll_fn)(sb_pollitem_t *, int, long);
+typedef int (*send_fn)(void *, const void *, size_t, int);
 
 static struct {
     msg_init_fn init;
@@ -52,6 +53,7 @@ static struct {
     msg_more_fn more;
     errno_fn error;
     poll_fn poll;
+    send_fn send_buf;
 } zmq_api;
 static int zmq_api_ready = 0;
 
@@ -186,11 +188,11 @@ static long long monotonic_us(void) {
 }
 
 static PyObject *bind_libzmq(PyObject *self, PyObject *args) {
-    unsigned long long a[9];
-    if (!PyArg_ParseTuple(args, "KKKKKKKKK", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7],
-                          &a[8]))
+    unsigned long long a[10];
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKK", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7],
+                          &a[8], &a[9]))
         return NULL;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 10; i++) {
         if (a[i] == 0) {
             PyErr_SetString(PyExc_ValueError, "null libzmq function pointer");
             return NULL;
@@ -205,8 +207,92 @@ static PyObject *bind_libzmq(PyObject *self, PyObject *args) {
     zmq_api.more = (msg_more_fn)(uintptr_t)a[6];
     zmq_api.error = (errno_fn)(uintptr_t)a[7];
     zmq_api.poll = (poll_fn)(uintptr_t)a[8];
+    zmq_api.send_buf = (send_fn)(uintptr_t)a[9];
     zmq_api_ready = 1;
     Py_RETURN_NONE;
+}
+
+/* recv_frames(src, max_frames) -> every frame of the next message as bytes, or None if
+ * no message is waiting. Frames past max_frames are received and discarded, so the list
+ * then has max_frames + 1 entries and the caller can tell the message was too long. */
+static PyObject *recv_frames(PyObject *self, PyObject *args) {
+    unsigned long long src_addr;
+    Py_ssize_t max_frames;
+    if (!PyArg_ParseTuple(args, "Kn", &src_addr, &max_frames)) return NULL;
+    if (!zmq_api_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "bind_libzmq() has not been called");
+        return NULL;
+    }
+    void *src = (void *)(uintptr_t)src_addr;
+    PyObject *frames = PyList_New(0);
+    if (frames == NULL) return NULL;
+    int flags = SB_DONTWAIT, more = 1;
+    while (more) {
+        sb_msg_t part;
+        zmq_api.init(&part);
+        if (zmq_api.recv(&part, src, flags) < 0) {
+            int err = zmq_api.error();
+            zmq_api.close(&part);
+            Py_DECREF(frames);
+            if (err == EAGAIN && flags == SB_DONTWAIT) Py_RETURN_NONE;
+            return PyErr_Format(PyExc_OSError, "libzmq error %d receiving", err);
+        }
+        flags = 0; /* the rest of a multipart message has arrived with its first frame */
+        more = zmq_api.more(&part);
+        if (PyList_GET_SIZE(frames) > max_frames) {
+            zmq_api.close(&part);
+            continue;
+        }
+        PyObject *b = msg_to_bytes(&part);
+        if (b == NULL || PyList_Append(frames, b) < 0) {
+            Py_XDECREF(b);
+            Py_DECREF(frames);
+            return NULL; /* the rest of the message stays queued: the socket is now unusable */
+        }
+        Py_DECREF(b);
+    }
+    return frames;
+}
+
+/* send_frames(dst, frames) -> True if sent, False if the peer's queue is full (EAGAIN).
+ * Frames are any objects with the buffer protocol. Only the first frame can meet
+ * EAGAIN: once it is accepted the rest of the message is too. */
+static PyObject *send_frames(PyObject *self, PyObject *args) {
+    unsigned long long dst_addr;
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "KO", &dst_addr, &seq)) return NULL;
+    if (!zmq_api_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "bind_libzmq() has not been called");
+        return NULL;
+    }
+    void *dst = (void *)(uintptr_t)dst_addr;
+    PyObject *fast = PySequence_Fast(seq, "frames must be a sequence");
+    if (fast == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
+    if (count == 0) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "a message needs at least one frame");
+        return NULL;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(items[i], &view, PyBUF_SIMPLE) < 0) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        int flags = (i + 1 < count ? SB_SNDMORE : 0) | (i == 0 ? SB_DONTWAIT : 0);
+        int rc = zmq_api.send_buf(dst, view.buf, (size_t)view.len, flags);
+        PyBuffer_Release(&view);
+        if (rc < 0) {
+            int err = zmq_api.error();
+            Py_DECREF(fast);
+            if (i == 0 && err == EAGAIN) Py_RETURN_FALSE;
+            return PyErr_Format(PyExc_OSError, "libzmq error %d sending frame %zd", err, i);
+        }
+    }
+    Py_DECREF(fast);
+    Py_RETURN_TRUE;
 }
 
 static PyObject *header_kind(PyObject *self, PyObject *args) {
@@ -326,7 +412,11 @@ static PyObject *forward(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"bind_libzmq", bind_libzmq, METH_VARARGS,
-     "bind_libzmq(init, close, recv, send, data, size, more, errno, poll): libzmq functions."},
+     "bind_libzmq(init, close, recv, send, data, size, more, errno, poll, zmq_send)."},
+    {"recv_frames", recv_frames, METH_VARARGS,
+     "recv_frames(src, max_frames) -> list of bytes for the next message, or None."},
+    {"send_frames", send_frames, METH_VARARGS,
+     "send_frames(dst, frames) -> True if sent, False on EAGAIN of the first frame."},
     {"header_kind", header_kind, METH_VARARGS,
      "header_kind(header, kinds) -> kind code of a canonical header in kinds, else -1."},
     {"forward", forward, METH_VARARGS,

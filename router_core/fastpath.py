@@ -1,11 +1,16 @@
-"""The optional C fast path of the forward hop, and how it is wired to pyzmq's libzmq.
+"""The optional C fast paths, and how they are wired to pyzmq's own libzmq.
 
-The forward hop is the router's hottest loop: every request of every worker crosses it.
-In Python each message costs four pyzmq calls plus a header decode; the C loop in
-``_fastpath.c`` does the same work, for the messages it can prove well-formed, without
-leaving C. It is an optimisation only: :func:`load` returns None when the extension is
-not built or libzmq cannot be found, and the router then uses the Python path, which
-also handles every message the C loop hands back.
+pyzmq spends about a microsecond of Python per frame sent or received, and the routers
+move messages of several frames at rates where that dominates. ``_fastpath.c`` offers:
+
+* ``forward``: the forward hop's whole loop, for the request messages it can prove
+  well-formed (everything else is handed back to the Python path);
+* ``recv_frames`` / ``send_frames``: one call per message instead of one per frame,
+  used by :mod:`router_core.transport`.
+
+They are an optimisation only: :func:`native` returns None when the extension is not
+built, libzmq cannot be found, or ``SWITCHBOARD_NO_FASTPATH`` is set, and every caller
+then uses plain pyzmq.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ _FUNCTIONS: Final = (
     "zmq_msg_more",
     "zmq_errno",
     "zmq_poll",
+    "zmq_send",
 )
 
 _DISABLE_ENV: Final = "SWITCHBOARD_NO_FASTPATH"
@@ -93,20 +99,35 @@ def _libzmq_path() -> str | None:
     return None
 
 
-def load(kinds: Iterable[int]) -> FastForwarder | None:
-    """The C fast path for ``kinds``, or None (logged) if it cannot be used here."""
+_native: ModuleType | None = None
+_native_checked = False
+
+
+def native() -> ModuleType | None:
+    """The bound C extension, or None (logged once) if it cannot be used here."""
+    global _native, _native_checked  # noqa: PLW0603  (a process-wide, load-once binding)
+    if _native_checked:
+        return _native
+    _native_checked = True
     if os.environ.get(_DISABLE_ENV):
         return None
     try:
         from router_core import _fastpath  # type: ignore[attr-defined]
     except ImportError:
-        logger.info("C fast path not built; the forward hop runs in Python")
+        logger.info("C fast path not built; routing runs in pure Python")
         return None
     path = _libzmq_path()
     if path is None:
-        logger.info("libzmq not found in this process; the forward hop runs in Python")
+        logger.info("libzmq not found in this process; routing runs in pure Python")
         return None
     library = ctypes.CDLL(path)
     addresses = [ctypes.cast(getattr(library, name), ctypes.c_void_p).value for name in _FUNCTIONS]
     _fastpath.bind_libzmq(*addresses)
-    return FastForwarder(_fastpath, kinds)
+    _native = _fastpath
+    return _native
+
+
+def load(kinds: Iterable[int]) -> FastForwarder | None:
+    """The C forward loop for messages of ``kinds``, or None if it cannot be used here."""
+    module = native()
+    return None if module is None else FastForwarder(module, kinds)

@@ -1,8 +1,9 @@
 """Socket creation and the frame-level send/receive primitives routers build on.
 
 This module knows sockets and frames, never routing policy. pyzmq's multipart helpers
-cost several microseconds per message in option lookups, so the hot paths here call
-``send``/``recv`` per frame and read the "more" flag from the last frame received.
+cost several microseconds per message in option lookups, so these primitives move a
+whole message per call through the C fast path when it is available, and otherwise call
+``send``/``recv`` per frame, reading the "more" flag from the frame just received.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Final
 import zmq
 
 from router_core.endpoints import check_endpoint
+from router_core.fastpath import native
 
 __all__ = [
     "DEFAULT_HWM",
@@ -117,14 +119,26 @@ def connect(
     return sock
 
 
-def recv_message(sock: zmq.Socket[bytes], first: bytes | None = None) -> list[FrameLike]:
-    """Receive the rest of a message without blocking.
+def recv_message(sock: zmq.Socket[bytes]) -> list[FrameLike]:
+    """Receive one whole message without blocking.
 
-    Returns ``[header_bytes, *payload_frames]``; payload frames are ``zmq.Frame`` so they
-    can be forwarded without a copy. Raises ``zmq.Again`` when no message is waiting and
-    :class:`MalformedMessage` (after consuming every frame of it) for a message with more
-    than :data:`MAX_FRAMES` frames.
+    Returns ``[header_bytes, *payload_frames]`` (payload frames are ``bytes`` from the C
+    fast path, else ``zmq.Frame`` so they are forwarded without a copy). Raises
+    ``zmq.Again`` when no message is waiting and :class:`MalformedMessage` (after
+    consuming every frame of it) for a message with more than :data:`MAX_FRAMES` frames.
     """
+    fast = native()
+    if fast is not None:
+        frames: list[FrameLike] | None = fast.recv_frames(sock.underlying, MAX_FRAMES)
+        if frames is None:
+            raise zmq.Again()
+        if len(frames) > MAX_FRAMES:
+            raise MalformedMessage("too_many_frames")
+        return frames
+    return _recv_message_pyzmq(sock)
+
+
+def _recv_message_pyzmq(sock: zmq.Socket[bytes]) -> list[FrameLike]:
     head = sock.recv(_NOBLOCK, copy=False)
     frames: list[FrameLike] = [head.bytes]
     last = head
@@ -148,6 +162,10 @@ def send_frames(sock: zmq.Socket[bytes], frames: Sequence[FrameLike]) -> bool:
     A multipart message is atomic in ZeroMQ: once the first frame is accepted the rest
     are too, so only the first send can fail with EAGAIN.
     """
+    fast = native()
+    if fast is not None:
+        sent: bool = fast.send_frames(sock.underlying, frames)
+        return sent
     last = len(frames) - 1
     try:
         sock.send(frames[0], _NOBLOCK | _SNDMORE if last else _NOBLOCK, copy=False)
