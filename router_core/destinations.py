@@ -57,7 +57,12 @@ class Destination:
 
     def send(self, frames: Sequence[FrameLike]) -> bool:
         """Send or queue one message; False (and counted) if it had to be dropped."""
-        if not self.backlog and send_frames(self.socket, frames):
+        try:
+            sock = self.socket
+        except zmq.ZMQError:
+            self._counters.add("dropped", "connect_failed")
+            return False
+        if not self.backlog and send_frames(sock, frames):
             return True
         if len(self.backlog) >= self.backlog_limit:
             self._counters.add("dropped", "backlog_full")
@@ -152,6 +157,23 @@ class DestinationSet:
     def backlog_sizes(self) -> dict[str, int]:
         """Queued messages per destination name."""
         return {name: len(dest.backlog) for name, dest in self._by_name.items()}
+
+    def send_once(self, endpoint: str, frames: Sequence[FrameLike], linger_s: float = 1.0) -> None:
+        """Send one message to a peer we keep no socket for (e.g. "register again").
+
+        The socket queues the message until the connection is up (no ZMQ_IMMEDIATE) and
+        is closed at once; ZeroMQ delivers within ``linger_s`` or drops it.
+        """
+        try:
+            sock = connect(self._context, zmq.PUSH, endpoint, hwm=1, immediate=False)
+        except zmq.ZMQError:
+            self._counters.add("dropped", "connect_failed")
+            return
+        try:
+            if not send_frames(sock, frames):
+                self._counters.add("dropped", "backlog_full")
+        finally:
+            sock.close(linger=int(linger_s * 1000))
 
     def discard(self, name: str, drop_reason: str, *, linger_s: float = 0.0) -> None:
         """Close and forget ``name`` now, counting anything queued as ``drop_reason``.

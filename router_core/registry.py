@@ -90,21 +90,24 @@ class WorkerRegistry:
 
     def register(
         self, registration: WorkerRegistration, now: float
-    ) -> tuple[WorkerRecord, str | None]:
+    ) -> tuple[WorkerRecord, list[WorkerRecord]]:
         """Add or refresh a worker; idempotent for a repeated registration.
 
-        Returns the record and, if the worker id re-registered with a new address (a
-        restarted worker) or the address changed hands, the stale address to close.
+        A repeated registration (same id, same address) refreshes the record and keeps
+        its state. Returns the record and the records it replaced: the worker's previous
+        incarnation if it came back with a new address, and another worker that held
+        this address. Replaced records are removed; their sockets should be closed.
         """
-        stale: str | None = None
+        replaced: list[WorkerRecord] = []
         record = self._by_id.get(registration.worker_id)
         holder = self._by_address.get(registration.address)
         if holder is not None and holder.worker_id != registration.worker_id:
             self._remove(holder)
-            stale = holder.address
+            replaced.append(holder)
         if record is not None and record.address != registration.address:
             self._remove(record)
-            stale, record = record.address, None
+            replaced.append(record)
+            record = None
         if record is None:
             record = WorkerRecord(
                 worker_id=registration.worker_id,
@@ -121,7 +124,7 @@ class WorkerRegistry:
         else:
             record.pid = registration.pid
             record.last_seen = now
-        return record, stale
+        return record, replaced
 
     def heartbeat(self, heartbeat: Heartbeat, now: float) -> WorkerRecord | None:
         """Record a heartbeat; None if the worker is unknown (it should re-register)."""

@@ -29,7 +29,7 @@ from router_core.barrier import PauseBarrier, PauseOperation
 from router_core.control.server import ControlServer, ReplyTo
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
-from router_core.endpoints import RouterEndpoints
+from router_core.endpoints import EndpointError, RouterEndpoints, check_endpoint
 from router_core.loop import PollLoop
 from router_core.registry import WorkerRecord, WorkerRegistry
 from router_core.transport import (
@@ -76,7 +76,7 @@ logger = logging.getLogger(__name__)
 #: The engine's name as a barrier participant and in acknowledgements.
 ENGINE: Final = "engine"
 
-_KIND_LABELS: Final = {kind.value: kind.name for kind in Kind}
+_KIND_LABELS: Final = {kind.value: kind.name.lower() for kind in Kind}
 
 #: Messages handled per socket per loop iteration, so one busy socket cannot starve
 #: the others (or the timers).
@@ -137,10 +137,10 @@ class TokenizerRouter:
             Kind.REGISTER: self._on_register,
             Kind.HEARTBEAT: self._on_heartbeat,
             Kind.DEREGISTER: self._on_deregister,
-            Kind.ACK: self._on_ack,
+            Kind.ACK: self._on_worker_ack,
         }
         self._engine_handlers: dict[Kind, Callable[[Header, list[FrameLike]], None]] = {
-            Kind.ACK: self._on_ack,
+            Kind.ACK: self._on_engine_ack,
             Kind.LOAD: self._on_load,
         }
 
@@ -307,7 +307,6 @@ class TokenizerRouter:
         if handler is None:
             self.counters.add("rejected", "unexpected_kind")
             return
-        self.engine_seen_at = time.monotonic()
         handler(header, frames)
 
     def _payload(self, header: Header, frames: list[FrameLike]) -> Any:
@@ -320,16 +319,31 @@ class TokenizerRouter:
 
     # ------------------------------------------------------------------ registry
 
+    def _usable_address(self, address: str) -> bool:
+        """Whether the router may connect to ``address`` (counted under rejected if not)."""
+        try:
+            check_endpoint(address, allow_remote=self.settings.allow_remote)
+        except EndpointError:
+            self.counters.add("rejected", "bad_address")
+            return False
+        return True
+
     def _on_register(self, header: Header, frames: list[FrameLike]) -> None:
         registration = self._payload(header, frames)
         if not isinstance(registration, WorkerRegistration):
             return
+        if registration.worker_id == ENGINE or not registration.worker_id:
+            self.counters.add("rejected", "bad_worker_id")
+            return
+        if not self._usable_address(registration.address):
+            return
         now = time.monotonic()
-        record, stale = self.registry.register(registration, now)
-        if stale is not None:
-            self._forget_address(stale, "replaced")
+        record, replaced = self.registry.register(registration, now)
+        for old in replaced:
+            self._depart(old, "replaced")
         state = self.barrier.state
-        self.registry.transition(record, "paused" if state.paused else "serving")
+        if record.state == "starting":
+            self.registry.transition(record, "paused" if state.paused else "serving")
         reply = RegistrationReply(
             worker_id=record.worker_id,
             accepted=True,
@@ -348,14 +362,13 @@ class TokenizerRouter:
         if self.registry.heartbeat(heartbeat, time.monotonic()) is not None:
             return
         self.counters.add("rejected", "unknown_worker")
-        if heartbeat.address and self.registry.by_address(heartbeat.address) is None:
+        address = heartbeat.address
+        if address and self.registry.by_address(address) is None and self._usable_address(address):
             reply = RegistrationReply(
                 worker_id=heartbeat.worker_id, accepted=False, reason="unknown worker; register"
             )
             assert self.workers is not None
-            self.workers.send(heartbeat.address, frame_message(Kind.REGISTER_REPLY, reply))
-            # Linger so the reply leaves before the socket goes away.
-            self.workers.discard(heartbeat.address, "unregistered", linger_s=0.5)
+            self.workers.send_once(address, frame_message(Kind.REGISTER_REPLY, reply))
 
     def _on_deregister(self, header: Header, frames: list[FrameLike]) -> None:
         leaving = self._payload(header, frames)
@@ -384,14 +397,32 @@ class TokenizerRouter:
 
     # ------------------------------------------------------------------ barrier
 
-    def _on_ack(self, header: Header, frames: list[FrameLike]) -> None:
+    def _on_worker_ack(self, header: Header, frames: list[FrameLike]) -> None:
         ack = self._payload(header, frames)
         if not isinstance(ack, Acknowledgement):
             return
+        if ack.participant == ENGINE:
+            self.counters.add("rejected", "ack_impersonation")
+            return
+        self._on_ack(ack)
+
+    def _on_engine_ack(self, header: Header, frames: list[FrameLike]) -> None:
+        ack = self._payload(header, frames)
+        if not isinstance(ack, Acknowledgement):
+            return
+        if ack.participant != ENGINE:
+            self.counters.add("rejected", "ack_impersonation")
+            return
+        self.engine_seen_at = time.monotonic()
+        self._on_ack(ack)
+
+    def _on_ack(self, ack: Acknowledgement) -> None:
         record = self.registry.get(ack.participant)
         if record is not None:
             record.last_seen = time.monotonic()
+        pending = any(op.op_id == ack.op_id for op in self.barrier.pending)
         op = self.barrier.acknowledge(ack.op_id, ack.participant)
+        self.counters.add("acks", "pending" if pending else "late")
         self._apply_ack_to_registry(ack)
         if op is not None:
             self._answer(op)
@@ -449,6 +480,7 @@ class TokenizerRouter:
         snapshot = self._payload(header, frames)
         if not isinstance(snapshot, LoadSnapshot):
             return
+        self.engine_seen_at = time.monotonic()
         self.latest_load = snapshot
         self.load_received_at = time.monotonic()
         for record in self.registry.workers():

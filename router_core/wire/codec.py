@@ -114,6 +114,8 @@ def check_header(header: Header) -> None:
         raise WireError("header_shape", "ABORT needs one reply_to and at most one rid")
     if header.kind in BATCH_KINDS and not header.rids:
         raise WireError("header_shape", f"{header.kind.name} with no rows (use IDLE)")
+    if header.kind is Kind.IDLE and header.rids:
+        raise WireError("header_shape", "IDLE names no requests")
 
 
 def decode_header(frame: bytes | memoryview) -> Header:
