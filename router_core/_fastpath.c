@@ -134,10 +134,17 @@ static PyObject *msg_to_bytes(sb_msg_t *msg) {
     return out;
 }
 
-static PyObject *zmq_failure(void) {
-    int err = zmq_api.error();
-    return PyErr_Format(PyExc_OSError, "libzmq error %d in the forward fast path", err);
+/* Raise OSError(errno, text); router_core/fastpath.py turns it into zmq.ZMQError. */
+static PyObject *raise_zmq_error(int err, const char *what) {
+    PyObject *args = Py_BuildValue("(is)", err, what);
+    if (args != NULL) {
+        PyErr_SetObject(PyExc_OSError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
 }
+
+static PyObject *zmq_failure(void) { return raise_zmq_error(zmq_api.error(), "libzmq call failed"); }
 
 /* Append msg (consumed) and the rest of its message to a new list. */
 static PyObject *collect(sb_msg_t *first, sb_msg_t *second, void *src) {
@@ -235,7 +242,7 @@ static PyObject *recv_frames(PyObject *self, PyObject *args) {
             zmq_api.close(&part);
             Py_DECREF(frames);
             if (err == EAGAIN && flags == SB_DONTWAIT) Py_RETURN_NONE;
-            return PyErr_Format(PyExc_OSError, "libzmq error %d receiving", err);
+            return raise_zmq_error(err, "receiving");
         }
         flags = 0; /* the rest of a multipart message has arrived with its first frame */
         more = zmq_api.more(&part);
@@ -288,7 +295,7 @@ static PyObject *send_frames(PyObject *self, PyObject *args) {
             int err = zmq_api.error();
             Py_DECREF(fast);
             if (i == 0 && err == EAGAIN) Py_RETURN_FALSE;
-            return PyErr_Format(PyExc_OSError, "libzmq error %d sending frame %zd", err, i);
+            return raise_zmq_error(err, "sending");
         }
     }
     Py_DECREF(fast);
@@ -350,7 +357,7 @@ static PyObject *forward(PyObject *self, PyObject *args) {
                 break;
             }
             Py_DECREF(frames);
-            return PyErr_Format(PyExc_OSError, "libzmq error %d receiving", err);
+            return raise_zmq_error(err, "receiving");
         }
         int kind = -1;
         if (zmq_api.more(&head))
@@ -382,7 +389,7 @@ static PyObject *forward(PyObject *self, PyObject *args) {
                 zmq_api.close(&head);
                 zmq_api.close(&body);
                 Py_DECREF(frames);
-                return PyErr_Format(PyExc_OSError, "libzmq error %d sending", err);
+                return raise_zmq_error(err, "sending");
             }
             Py_DECREF(frames);
             frames = collect(&head, &body, src);

@@ -50,6 +50,20 @@ _FUNCTIONS: Final = (
 _DISABLE_ENV: Final = "SWITCHBOARD_NO_FASTPATH"
 
 
+def as_zmq_error(exc: OSError) -> zmq.ZMQError:
+    """The pyzmq exception for an ``OSError(errno, ...)`` raised by the C extension.
+
+    So callers catch the same exceptions (``zmq.ContextTerminated`` at shutdown, say)
+    whether or not the fast path is in use.
+    """
+    errno = exc.errno or 0
+    if errno == zmq.ETERM:
+        return zmq.ContextTerminated(errno)
+    if errno == zmq.EAGAIN:
+        return zmq.Again(errno)
+    return zmq.ZMQError(errno)
+
+
 class ForwardResult(NamedTuple):
     """What one call did: its outcome, messages forwarded per kind, a handed-back message."""
 
@@ -74,9 +88,12 @@ class FastForwarder:
         message before returning ``EMPTY``, so a steady stream is moved without a trip
         through the Python loop per message.
         """
-        status, counts, frames = self._module.forward(
-            src.underlying, dst.underlying, budget, self.kinds, linger_ms
-        )
+        try:
+            status, counts, frames = self._module.forward(
+                src.underlying, dst.underlying, budget, self.kinds, linger_ms
+            )
+        except OSError as exc:
+            raise as_zmq_error(exc) from exc
         return ForwardResult(status, counts, frames)
 
     def header_kind(self, header: bytes) -> int:

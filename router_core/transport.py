@@ -16,7 +16,7 @@ from typing import Final
 import zmq
 
 from router_core.endpoints import check_endpoint
-from router_core.fastpath import native
+from router_core.fastpath import as_zmq_error, native
 
 __all__ = [
     "DEFAULT_HWM",
@@ -129,7 +129,10 @@ def recv_message(sock: zmq.Socket[bytes]) -> list[FrameLike]:
     """
     fast = native()
     if fast is not None:
-        frames: list[FrameLike] | None = fast.recv_frames(sock.underlying, MAX_FRAMES)
+        try:
+            frames: list[FrameLike] | None = fast.recv_frames(sock.underlying, MAX_FRAMES)
+        except OSError as exc:
+            raise as_zmq_error(exc) from exc
         if frames is None:
             raise zmq.Again()
         if len(frames) > MAX_FRAMES:
@@ -164,7 +167,10 @@ def send_frames(sock: zmq.Socket[bytes], frames: Sequence[FrameLike]) -> bool:
     """
     fast = native()
     if fast is not None:
-        sent: bool = fast.send_frames(sock.underlying, frames)
+        try:
+            sent: bool = fast.send_frames(sock.underlying, frames)
+        except OSError as exc:
+            raise as_zmq_error(exc) from exc
         return sent
     last = len(frames) - 1
     try:

@@ -48,7 +48,8 @@ class ControlClient:
     """Blocking client; one call at a time (not thread-safe, like a zmq socket).
 
     ``call`` raises :class:`ControlError` for an error reply and :class:`ControlTimeout`
-    when the server does not answer within ``timeout_s``.
+    when the server does not answer within ``timeout_s``; after a timeout the socket is
+    replaced, so an unanswered request is never delivered late.
     """
 
     def __init__(
@@ -81,6 +82,9 @@ class ControlClient:
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0 or not sock.poll(remaining_ms, zmq.POLLIN):
+                # A fresh socket next time: the request may still sit in this one's
+                # queue, and a server that comes up later must not run it.
+                self.close()
                 raise ControlTimeout(f"{command}: no reply from {self.endpoint}")
             try:
                 reply = decode_reply(sock.recv())

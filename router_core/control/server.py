@@ -131,6 +131,13 @@ class ControlServer(Generic[StateT]):
 
     def _send(self, envelope: tuple[bytes, ...], reply: ControlReply) -> None:
         try:
-            self.socket.send_multipart([*envelope, encode(reply)], zmq.NOBLOCK)
+            body = encode(reply)
+        except (TypeError, ValueError):
+            # A handler returned something that is not plain data: a server bug.
+            logger.exception("control reply %d cannot be encoded", reply.id)
+            self._counters.add("control_errors", "unencodable_reply")
+            body = encode(error(reply.id, ErrorCode.INTERNAL, "the reply could not be encoded"))
+        try:
+            self.socket.send_multipart([*envelope, body], zmq.NOBLOCK)
         except zmq.Again:
             self._counters.add("dropped", "control_reply")

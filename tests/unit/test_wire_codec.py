@@ -53,6 +53,8 @@ def valid_headers(draw: st.DrawFn, kind: Kind) -> Header:
             count = 1
         elif kind in BATCH_KINDS:
             count = draw(st.integers(1, 8))
+        elif kind is Kind.IDLE:
+            count = 0
         else:
             count = draw(st.integers(0, 3))
         rids = draw(st.lists(TEXT, min_size=count, max_size=count))
