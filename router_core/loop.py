@@ -24,13 +24,13 @@ class PollLoop:
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._poller = zmq.Poller()
-        self._handlers: dict[zmq.Socket[bytes], Callable[[], None]] = {}
+        self._handlers: dict[zmq.Socket[bytes], Callable[[], object]] = {}
         self._gates: dict[zmq.Socket[bytes], tuple[Callable[[], bool], list[bool]]] = {}
 
     def watch(
         self,
         sock: zmq.Socket[bytes],
-        on_readable: Callable[[], None],
+        on_readable: Callable[[], object],
         gate: Callable[[], bool] | None = None,
     ) -> None:
         """Call ``on_readable`` whenever ``sock`` has input.

@@ -20,30 +20,15 @@ from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
 from router_core.detokenizer_router.picker import DetokenizerPicker, StickyKey
 from router_core.endpoints import DetokenizerRouterEndpoints
+from router_core.inbound import BoundSockets, drain, regroup
 from router_core.loop import PollLoop
-from router_core.transport import (
-    DEFAULT_HWM,
-    FrameLike,
-    MalformedMessage,
-    bind,
-    close_bound,
-    recv_message,
-)
-from router_core.wire import (
-    BATCH_KINDS,
-    Header,
-    Kind,
-    WireError,
-    decode_header,
-    encode_header,
-    payload_frame_count,
-)
+from router_core.transport import DEFAULT_HWM, FrameLike
+from router_core.wire import BATCH_KINDS, Header, Kind
 
 __all__ = ["COMMANDS", "DetokenizerRouter", "DetokenizerRouterSettings"]
 
 logger = logging.getLogger(__name__)
 
-_BUDGET: Final = 512
 _BROADCAST_KINDS: Final = frozenset({Kind.FREEZE_GC, Kind.IDLE})
 
 
@@ -89,56 +74,27 @@ class DetokenizerRouter:
         """Bind, serve until stopped, then drain and close everything."""
         owns_context = self._context is None
         context = self._context or zmq.Context()
-        endpoints = self.settings.endpoints
+        settings, endpoints = self.settings, self.settings.endpoints
         destinations = DestinationSet(
-            context, self.counters, hwm=self.settings.hwm, backlog_limit=self.settings.backlog_limit
+            context, self.counters, hwm=settings.hwm, backlog_limit=settings.backlog_limit
         )
-        opened: list[tuple[zmq.Socket[bytes], str]] = []
+        bound = BoundSockets(context, hwm=settings.hwm, allow_remote=settings.allow_remote)
         try:
-            for endpoint in endpoints.detokenizers:
-                self._targets.append(destinations.get(endpoint))
-            inbound = bind(
-                context,
-                zmq.PULL,
-                endpoints.inbound,
-                hwm=self.settings.hwm,
-                allow_remote=self.settings.allow_remote,
-            )
-            opened.append((inbound, endpoints.inbound))
-            control_sock = bind(
-                context, zmq.ROUTER, endpoints.control, allow_remote=self.settings.allow_remote
-            )
-            opened.append((control_sock, endpoints.control))
-            control = ControlServer(control_sock, self, COMMANDS, self.counters)
-            self._loop.watch(inbound, lambda: self._drain(inbound))
-            self._loop.watch(control_sock, control.handle_ready)
-            logger.info("detokenizer router serving on %s (pid %d)", endpoints.inbound, os.getpid())
-            self._loop.run(destinations.backlogged, lambda now: None)
+            with bound:
+                self._targets = [destinations.get(e) for e in endpoints.detokenizers]
+                inbound = bound.bind(zmq.PULL, endpoints.inbound)
+                control_sock = bound.bind(zmq.ROUTER, endpoints.control)
+                control = ControlServer(control_sock, self, COMMANDS, self.counters)
+                self._loop.watch(inbound, lambda: drain(inbound, self._route, self.counters))
+                self._loop.watch(control_sock, control.handle_ready)
+                logger.info("detokenizer router serving in pid %d", os.getpid())
+                try:
+                    self._loop.run(destinations.backlogged, lambda now: None)
+                finally:
+                    destinations.close_all(settings.drain_timeout_s)
         finally:
-            destinations.close_all(self.settings.drain_timeout_s)
-            for sock, endpoint in opened:
-                close_bound(sock, endpoint)
             if owns_context:
                 context.term()
-
-    def _drain(self, sock: zmq.Socket[bytes]) -> None:
-        for _ in range(_BUDGET):
-            try:
-                frames = recv_message(sock)
-            except zmq.Again:
-                return
-            except MalformedMessage as exc:
-                self.counters.add("rejected", exc.reason)
-                continue
-            try:
-                header = decode_header(frames[0])  # type: ignore[arg-type]
-            except WireError as exc:
-                self.counters.add("rejected", exc.reason)
-                continue
-            if len(frames) - 1 != payload_frame_count(header):
-                self.counters.add("rejected", "frame_count")
-                continue
-            self._route(header, frames)
 
     def _route(self, header: Header, frames: list[FrameLike]) -> None:
         kind = header.kind
@@ -150,21 +106,8 @@ class DetokenizerRouter:
         if kind not in BATCH_KINDS:
             self.counters.add("rejected", "unexpected_kind")
             return
-        groups = self.picker.group(header.rids, header.reply_to)
-        for index, rows in groups.items():
-            if len(groups) == 1:
-                message = frames
-            else:
-                sub_header = Header(
-                    kind,
-                    [header.rids[i] for i in rows],
-                    [header.reply_to[i] for i in rows],
-                    header.sent_ns,
-                    header.traceparent,
-                    header.tracestate,
-                )
-                message = [encode_header(sub_header), *(frames[i + 1] for i in rows)]
-            if self._targets[index].send(message):
+        for index, rows in self.picker.group(header.rids, header.reply_to).items():
+            if self._targets[index].send(regroup(header, frames, rows)):
                 self.counters.add("routed_rows", f"detokenizer-{index}", len(rows))
 
     def status(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,29 +30,19 @@ from router_core.control.server import ControlServer, ReplyTo
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
 from router_core.endpoints import EndpointError, RouterEndpoints, check_endpoint
+from router_core.inbound import BUDGET, BoundSockets, Handler, accept, drain, regroup
 from router_core.loop import PollLoop
 from router_core.registry import WorkerRecord, WorkerRegistry
-from router_core.transport import (
-    DEFAULT_HWM,
-    MAX_FRAMES,
-    FrameLike,
-    MalformedMessage,
-    bind,
-    close_bound,
-    recv_message,
-)
+from router_core.transport import DEFAULT_HWM, FrameLike
 from router_core.wire import (
     BATCH_KINDS,
     DATA_KINDS,
     Header,
     Kind,
     WireError,
-    decode_header,
     decode_payload,
-    encode_header,
     frame_message,
     group_by_destination,
-    payload_frame_count,
 )
 from router_core.wire.control import (
     Acknowledgement,
@@ -77,10 +67,6 @@ logger = logging.getLogger(__name__)
 ENGINE: Final = "engine"
 
 _KIND_LABELS: Final = {kind.value: kind.name.lower() for kind in Kind}
-
-#: Messages handled per socket per loop iteration, so one busy socket cannot starve
-#: the others (or the timers).
-_BUDGET: Final = 512
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,62 +142,46 @@ class TokenizerRouter:
 
         owns_context = self._context is None
         context = self._context or zmq.Context()
-        endpoints = self.settings.endpoints
-        opened: list[tuple[zmq.Socket[bytes], str]] = []
+        settings, endpoints = self.settings, self.settings.endpoints
         self.workers = DestinationSet(
-            context, self.counters, hwm=self.settings.hwm, backlog_limit=self.settings.backlog_limit
+            context, self.counters, hwm=settings.hwm, backlog_limit=settings.backlog_limit
         )
         engines = DestinationSet(
-            context, self.counters, hwm=self.settings.hwm, backlog_limit=self.settings.backlog_limit
+            context, self.counters, hwm=settings.hwm, backlog_limit=settings.backlog_limit
         )
+        bound = BoundSockets(context, hwm=settings.hwm, allow_remote=settings.allow_remote)
         try:
-            requests_in = self._bind(context, endpoints.requests, zmq.PULL, opened)
-            workers_in = self._bind(context, endpoints.workers, zmq.PULL, opened)
-            engine_events = self._bind(context, endpoints.engine_events, zmq.PULL, opened)
-            outputs_in = self._bind(context, endpoints.outputs, zmq.PULL, opened)
-            control = self._bind(context, endpoints.control, zmq.ROUTER, opened)
-            self.engine = engines.get(ENGINE, endpoints.engine)
-            self.control = ControlServer(control, self, COMMANDS, self.counters)
-            self._fast = fastpath.load(DATA_KINDS)
-            engine = self.engine
-            self._loop.watch(
-                requests_in,
-                lambda: self._drain_requests(requests_in),
-                gate=lambda: not engine.backlog,
-            )
-            self._loop.watch(workers_in, lambda: self._drain(workers_in, self._on_worker_message))
-            self._loop.watch(
-                engine_events, lambda: self._drain(engine_events, self._on_engine_event)
-            )
-            self._loop.watch(outputs_in, lambda: self._drain(outputs_in, self._on_output))
-            self._loop.watch(control, self.control.handle_ready)
-            logger.info("tokenizer router serving on %s (pid %d)", endpoints.workers, os.getpid())
-            self._loop.run(self._backlogged, self._tick)
+            with bound:
+                requests_in = bound.bind(zmq.PULL, endpoints.requests)
+                workers_in = bound.bind(zmq.PULL, endpoints.workers)
+                engine_events = bound.bind(zmq.PULL, endpoints.engine_events)
+                outputs_in = bound.bind(zmq.PULL, endpoints.outputs)
+                control = bound.bind(zmq.ROUTER, endpoints.control)
+                self.engine = engine = engines.get(ENGINE, endpoints.engine)
+                self.control = ControlServer(control, self, COMMANDS, self.counters)
+                self._fast = fastpath.load(DATA_KINDS)
+                self._loop.watch(
+                    requests_in,
+                    lambda: self._drain_requests(requests_in),
+                    gate=lambda: not engine.backlog,
+                )
+                self._watch(workers_in, self._on_worker_message)
+                self._watch(engine_events, self._on_engine_event)
+                self._watch(outputs_in, self._on_output)
+                self._loop.watch(control, self.control.handle_ready)
+                logger.info("tokenizer router serving in pid %d", os.getpid())
+                try:
+                    self._loop.run(self._backlogged, self._tick)
+                finally:
+                    self.workers.close_all(settings.drain_timeout_s)
+                    engines.close_all(settings.drain_timeout_s)
         finally:
-            self.workers.close_all(self.settings.drain_timeout_s)
-            engines.close_all(self.settings.drain_timeout_s)
-            for sock, endpoint in opened:
-                close_bound(sock, endpoint)
             if owns_context:
                 context.term()
             logger.info("tokenizer router stopped")
 
-    def _bind(
-        self,
-        context: zmq.Context[zmq.Socket[bytes]],
-        endpoint: str,
-        socket_type: int,
-        opened: list[tuple[zmq.Socket[bytes], str]],
-    ) -> zmq.Socket[bytes]:
-        sock = bind(
-            context,
-            socket_type,
-            endpoint,
-            hwm=self.settings.hwm,
-            allow_remote=self.settings.allow_remote,
-        )
-        opened.append((sock, endpoint))
-        return sock
+    def _watch(self, sock: zmq.Socket[bytes], handle: Handler) -> None:
+        self._loop.watch(sock, lambda: drain(sock, handle, self.counters))
 
     def _backlogged(self) -> list[Destination]:
         assert self.workers is not None and self.engine is not None
@@ -219,40 +189,6 @@ class TokenizerRouter:
         if self.engine.backlog:
             waiting.append(self.engine)
         return waiting
-
-    # ------------------------------------------------------------------ inbound
-
-    def _drain(
-        self,
-        sock: zmq.Socket[bytes],
-        handle: Callable[[Header, list[FrameLike]], None],
-        budget: int = _BUDGET,
-    ) -> None:
-        """Receive up to ``budget`` messages and hand each to :meth:`_accept`."""
-        for _ in range(budget):
-            try:
-                frames = recv_message(sock)
-            except zmq.Again:
-                return
-            except MalformedMessage as exc:
-                self.counters.add("rejected", exc.reason)
-                continue
-            self._accept(frames, handle)
-
-    def _accept(
-        self, frames: list[FrameLike], handle: Callable[[Header, list[FrameLike]], None]
-    ) -> None:
-        """Validate the header and the frame count, then hand the message on."""
-        try:
-            header = decode_header(frames[0])  # type: ignore[arg-type]
-        except WireError as exc:
-            self.counters.add("rejected", exc.reason)
-            return
-        if len(frames) - 1 != payload_frame_count(header):
-            reason = "too_many_frames" if len(frames) > MAX_FRAMES else "frame_count"
-            self.counters.add("rejected", reason)
-            return
-        handle(header, frames)
 
     def _drain_requests(self, sock: zmq.Socket[bytes]) -> None:
         """The forward hop, until the budget is spent or the engine pushes back.
@@ -262,30 +198,24 @@ class TokenizerRouter:
         """
         fast, engine = self._fast, self.engine
         assert engine is not None
-        budget = _BUDGET
+        budget = BUDGET
         while budget > 0 and not engine.backlog:
             if fast is None:
-                try:
-                    frames = recv_message(sock)
-                except zmq.Again:
+                if drain(sock, self._on_request, self.counters, 1) == 0:
                     return
-                except MalformedMessage as exc:
-                    self.counters.add("rejected", exc.reason)
-                else:
-                    self._accept(frames, self._on_request)
                 budget -= 1
                 continue
-            status, counts, handed_back = fast.forward(sock, engine.socket, budget)
+            _, counts, handed_back = fast.forward(sock, engine.socket, budget)
             for code, count in zip(fast.kinds, counts, strict=True):
                 if count:
                     self.counters.add("forwarded", _KIND_LABELS[code], count)
                     budget -= count
             if handed_back is None:
                 return  # the socket is empty or the budget is spent
+            # HANDOFF (not provably well-formed) or BLOCKED (the engine pushed back):
+            # the Python path validates it and, if blocked, queues it.
             budget -= 1
-            self._accept(list(handed_back), self._on_request)
-            if status == fastpath.EMPTY:
-                return
+            accept(list(handed_back), self._on_request, self.counters)
 
     def _on_request(self, header: Header, frames: list[FrameLike]) -> None:
         if header.kind not in DATA_KINDS:
@@ -391,7 +321,7 @@ class TokenizerRouter:
         assert self.workers is not None
         self.workers.discard(address, reason)
 
-    def _send_worker(self, address: str, frames: list[FrameLike] | list[bytes]) -> bool:
+    def _send_worker(self, address: str, frames: Sequence[FrameLike]) -> bool:
         assert self.workers is not None
         return self.workers.send(address, frames)
 
@@ -513,24 +443,11 @@ class TokenizerRouter:
             self.counters.add("rejected", "unexpected_kind")
 
     def _split_to_workers(self, header: Header, frames: list[FrameLike]) -> None:
-        groups = group_by_destination(header.reply_to)
-        for address, rows in groups.items():
+        """One message per owning worker, carrying that worker's rows."""
+        for address, rows in group_by_destination(header.reply_to).items():
             if self.registry.by_address(address) is None:
                 self.counters.add("dropped", "unknown_worker", len(rows))
-                continue
-            if len(groups) == 1:
-                message = frames
-            else:
-                sub_header = Header(
-                    header.kind,
-                    [header.rids[i] for i in rows],
-                    [address] * len(rows),
-                    header.sent_ns,
-                    header.traceparent,
-                    header.tracestate,
-                )
-                message = [encode_header(sub_header), *(frames[i + 1] for i in rows)]
-            if self._send_worker(address, message):
+            elif self._send_worker(address, regroup(header, frames, rows)):
                 self.counters.add("routed_rows", kind_label(header.kind), len(rows))
 
     # ------------------------------------------------------------------ timers

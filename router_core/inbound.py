@@ -1,0 +1,118 @@
+"""What both routers do with inbound sockets: receive, validate the header, regroup.
+
+A message is validated once here (header decodes, fits its kind, frame count matches)
+and only then handed to a router's handler; every failure is counted under ``rejected``
+with a reason, and the loop goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Final
+
+import zmq
+
+from router_core.counters import Counters
+from router_core.transport import (
+    MAX_FRAMES,
+    FrameLike,
+    MalformedMessage,
+    bind,
+    close_bound,
+    recv_message,
+)
+from router_core.wire import Header, WireError, decode_header, encode_header, payload_frame_count
+
+__all__ = ["BUDGET", "BoundSockets", "Handler", "accept", "drain", "regroup"]
+
+#: Messages handled per socket per loop iteration, so one busy socket cannot starve the
+#: others (or the timers).
+BUDGET: Final = 512
+
+#: A router's handler for one validated message.
+Handler = Callable[[Header, list[FrameLike]], None]
+
+
+def accept(frames: list[FrameLike], handle: Handler, counters: Counters) -> None:
+    """Validate the header and the frame count of one message, then hand it on."""
+    try:
+        header = decode_header(frames[0])  # type: ignore[arg-type]
+    except WireError as exc:
+        counters.add("rejected", exc.reason)
+        return
+    if len(frames) - 1 != payload_frame_count(header):
+        counters.add("rejected", "too_many_frames" if len(frames) > MAX_FRAMES else "frame_count")
+        return
+    handle(header, frames)
+
+
+def drain(
+    sock: zmq.Socket[bytes], handle: Handler, counters: Counters, budget: int = BUDGET
+) -> int:
+    """Receive and :func:`accept` up to ``budget`` messages; return how many were taken.
+
+    Fewer than ``budget`` means the socket ran dry.
+    """
+    for taken in range(budget):
+        try:
+            frames = recv_message(sock)
+        except zmq.Again:
+            return taken
+        except MalformedMessage as exc:
+            counters.add("rejected", exc.reason)
+            continue
+        accept(frames, handle, counters)
+    return budget
+
+
+def regroup(
+    header: Header, frames: Sequence[FrameLike], rows: Sequence[int]
+) -> Sequence[FrameLike]:
+    """The message carrying only ``rows`` of a batch message.
+
+    A new header names those rows' rids and owners; the row frames themselves pass
+    through untouched. When ``rows`` is the whole batch, the message is reused as is.
+    """
+    if len(rows) == len(header.rids):
+        return frames
+    sub_header = Header(
+        header.kind,
+        [header.rids[i] for i in rows],
+        [header.reply_to[i] for i in rows],
+        header.sent_ns,
+        header.traceparent,
+        header.tracestate,
+    )
+    return [encode_header(sub_header), *(frames[i + 1] for i in rows)]
+
+
+class BoundSockets(AbstractContextManager["BoundSockets"]):
+    """The sockets a router binds; all closed (and ipc files removed) on exit."""
+
+    def __init__(
+        self, context: zmq.Context[zmq.Socket[bytes]], *, hwm: int, allow_remote: bool
+    ) -> None:
+        self._context = context
+        self._hwm = hwm
+        self._allow_remote = allow_remote
+        self._opened: list[tuple[zmq.Socket[bytes], str]] = []
+
+    def bind(self, socket_type: int, endpoint: str) -> zmq.Socket[bytes]:
+        """Bind a socket of ``socket_type`` at ``endpoint`` (loopback-only unless allowed)."""
+        sock = bind(
+            self._context, socket_type, endpoint, hwm=self._hwm, allow_remote=self._allow_remote
+        )
+        self._opened.append((sock, endpoint))
+        return sock
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for sock, endpoint in self._opened:
+            close_bound(sock, endpoint)
+        self._opened.clear()
