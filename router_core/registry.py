@@ -5,6 +5,7 @@ States::
 
     starting -> serving <-> paused
     serving/paused -> draining -> drained -> serving/paused (undrain)
+    serving/paused -> drained (a worker with nothing in flight drains at once)
     any -> dead (missed heartbeats past the timeout; the record is then removed)
 """
 
@@ -21,8 +22,8 @@ WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "d
 
 ALLOWED_TRANSITIONS: Final[dict[WorkerState, frozenset[WorkerState]]] = {
     "starting": frozenset({"serving", "paused", "draining", "dead"}),
-    "serving": frozenset({"paused", "draining", "dead"}),
-    "paused": frozenset({"serving", "draining", "dead"}),
+    "serving": frozenset({"paused", "draining", "drained", "dead"}),
+    "paused": frozenset({"serving", "draining", "drained", "dead"}),
     "draining": frozenset({"drained", "serving", "paused", "dead"}),
     "drained": frozenset({"serving", "paused", "draining", "dead"}),
     "dead": frozenset(),
@@ -44,6 +45,9 @@ class WorkerRecord:
     state: WorkerState = "starting"
     inflight: int = 0
     heartbeats: int = 0
+    #: Set by a drain command, cleared by undrain: while set, a heartbeat that still
+    #: says serving or paused (it crossed the command) does not undo the drain.
+    drain_requested: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def view(self, now: float) -> dict[str, Any]:
@@ -134,7 +138,9 @@ class WorkerRegistry:
         record.last_seen = now
         record.heartbeats += 1
         record.inflight = heartbeat.inflight
-        self.transition(record, heartbeat.state)
+        crossed_drain = record.drain_requested and heartbeat.state in ("serving", "paused")
+        if not crossed_drain:
+            self.transition(record, heartbeat.state)
         return record
 
     @staticmethod

@@ -8,7 +8,9 @@ whole message per call through the C fast path when it is available, and otherwi
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import stat
 from collections.abc import Sequence
 from typing import Final
@@ -68,17 +70,42 @@ def bind(
     allow_remote: bool = False,
 ) -> zmq.Socket[bytes]:
     """Create a socket of ``socket_type`` bound to ``endpoint`` (loopback-only by default)."""
+    check_endpoint(endpoint, allow_remote=allow_remote)
+    if endpoint.startswith("ipc://"):
+        _refuse_live_ipc(endpoint.removeprefix("ipc://"))
     sock = context.socket(socket_type)
     try:
         _apply_options(sock, hwm, linger_ms)
         if socket_type == zmq.ROUTER:
             # An unroutable reply (the client went away) is dropped, never an error.
             sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        sock.bind(check_endpoint(endpoint, allow_remote=allow_remote))
+        sock.bind(endpoint)
     except BaseException:
         sock.close(linger=0)
         raise
     return sock
+
+
+def _refuse_live_ipc(path: str) -> None:
+    """Fail if a running process listens on ``path``.
+
+    libzmq's ipc bind silently unlinks an existing socket file and takes the path over,
+    so a second router on the same run directory would steal the first one's traffic.
+    A file nobody listens on (left by a killed process) is fine: bind replaces it.
+    """
+    try:
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return
+    except FileNotFoundError:
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return  # refused: stale socket file
+    finally:
+        probe.close()
+    raise zmq.ZMQError(errno.EADDRINUSE, f"ipc://{path} is in use by a running process")
 
 
 def close_bound(sock: zmq.Socket[bytes], endpoint: str) -> None:

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 import zmq
@@ -29,6 +29,13 @@ __all__ = ["build_parser", "main"]
 
 class UsageError(Exception):
     """A bad command line or setting: reported in one line, exit status 2."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Reports a bad command line in one line (``--help`` still prints the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _positive_float(text: str) -> float:
@@ -65,8 +72,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line, documented in ``--help``."""
-    parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _OneLineParser(prog="switchboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
 
     router = sub.add_parser("router", help="run the tokenizer router")
     _add_common(router)

@@ -31,6 +31,18 @@ from router_core.control.protocol import (
 __all__ = ["AsyncControlClient", "ControlClient"]
 
 
+#: How much longer than a command's own ``timeout_s`` a client waits for its reply.
+_REPLY_MARGIN_S = 2.0
+
+
+def _reply_timeout(default: float, explicit: float | None, args: dict[str, Any]) -> float:
+    limit = default if explicit is None else explicit
+    inner = args.get("timeout_s")
+    if isinstance(inner, int | float) and not isinstance(inner, bool):
+        limit = max(limit, float(inner) + _REPLY_MARGIN_S)
+    return limit
+
+
 def _result_of(reply: ControlReply) -> Any:
     if reply.ok:
         return reply.result
@@ -73,12 +85,17 @@ class ControlClient:
             self._socket = sock
         return self._socket
 
-    def call(self, command: str, *, timeout_s: float | None = None, **args: Any) -> Any:
-        """Run ``command`` with ``args`` and return its result."""
+    def call(self, command: str, /, *, reply_timeout_s: float | None = None, **args: Any) -> Any:
+        """Run ``command`` with ``args`` and return its result.
+
+        The reply is awaited for ``reply_timeout_s`` (default: the client's
+        ``timeout_s``), and always a little longer than a ``timeout_s`` argument that
+        the command itself waits for (a pause barrier).
+        """
         sock = self._connected()
         request_id = next(self._ids)
         sock.send(encode(ControlRequest(id=request_id, command=command, args=args)))
-        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.timeout_s)
+        deadline = time.monotonic() + _reply_timeout(self.timeout_s, reply_timeout_s, args)
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0 or not sock.poll(remaining_ms, zmq.POLLIN):
@@ -154,8 +171,10 @@ class AsyncControlClient:
             self._socket = sock
             self._reader = asyncio.create_task(self._read_replies())
 
-    async def call(self, command: str, *, timeout_s: float | None = None, **args: Any) -> Any:
-        """Run ``command`` with ``args`` and return its result."""
+    async def call(
+        self, command: str, /, *, reply_timeout_s: float | None = None, **args: Any
+    ) -> Any:
+        """Run ``command`` with ``args`` and return its result (see ``ControlClient.call``)."""
         if self._socket is None:
             await self.start()
         assert self._socket is not None
@@ -166,7 +185,7 @@ class AsyncControlClient:
             await self._socket.send(
                 encode(ControlRequest(id=request_id, command=command, args=args))
             )
-            limit = timeout_s if timeout_s is not None else self.timeout_s
+            limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
             reply = await asyncio.wait_for(future, limit)
         except TimeoutError as exc:
             raise ControlTimeout(f"{command}: no reply from {self.endpoint}") from exc

@@ -87,6 +87,7 @@ def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
         record, "draining"
     ):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
+    record.drain_requested = True
     router.send_drain(record, drain=True)
     return record.view(time.monotonic())
 
@@ -96,6 +97,7 @@ def undrain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any
     record = _worker(router, args.worker_id)
     if record.state not in ("draining", "drained"):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
+    record.drain_requested = False
     router.registry.transition(record, "paused" if router.barrier.state.paused else "serving")
     router.send_drain(record, drain=False)
     return record.view(time.monotonic())

@@ -175,10 +175,10 @@ class TokenizerRouter:
                 finally:
                     self.workers.close_all(settings.drain_timeout_s)
                     engines.close_all(settings.drain_timeout_s)
+                    logger.info("tokenizer router stopped")
         finally:
             if owns_context:
                 context.term()
-            logger.info("tokenizer router stopped")
 
     def _watch(self, sock: zmq.Socket[bytes], handle: Handler) -> None:
         self._loop.watch(sock, lambda: drain(sock, handle, self.counters))
@@ -291,9 +291,11 @@ class TokenizerRouter:
             return
         if self.registry.heartbeat(heartbeat, time.monotonic()) is not None:
             return
-        self.counters.add("rejected", "unknown_worker")
         address = heartbeat.address
-        if address and self.registry.by_address(address) is None and self._usable_address(address):
+        if address and not self._usable_address(address):
+            return  # counted as bad_address
+        self.counters.add("rejected", "unknown_worker")
+        if address and self.registry.by_address(address) is None:
             reply = RegistrationReply(
                 worker_id=heartbeat.worker_id, accepted=False, reason="unknown worker; register"
             )

@@ -469,7 +469,7 @@ class TestControlClient:
     def test_timeout_and_late_reply_not_handed_on(self, client: ControlClient) -> None:
         """A timed-out call raises ControlTimeout; its late reply is not handed to the next call."""
         with pytest.raises(ControlTimeout) as info:
-            client.call("hold", value=111, timeout_s=0.2)
+            client.call("hold", value=111, reply_timeout_s=0.2)
         assert info.value.code is ErrorCode.TIMEOUT
         # release answers the held request (the late reply) before its own reply.
         assert client.call("release", value=222) == 222
@@ -532,7 +532,7 @@ class TestAsyncControlClient:
             try:
                 async with AsyncControlClient(served.endpoint, context=actx) as client:
                     with pytest.raises(ControlTimeout):
-                        await client.call("hold", value=1, timeout_s=0.2)
+                        await client.call("hold", value=1, reply_timeout_s=0.2)
                     assert await client.call("release", value=2) == 2
             finally:
                 actx.destroy(linger=0)

@@ -1,0 +1,88 @@
+"""Fixtures owning every process, socket and directory an integration test touches."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from tests.integration.harness import (
+    ProcessManager,
+    ReportCollector,
+    SocketFactory,
+    Stack,
+    missing,
+    socket_files,
+)
+
+
+@pytest.fixture(scope="session")
+def switchboard_bin() -> str:
+    """The ``switchboard`` console script of the interpreter running the tests."""
+    beside = Path(sys.executable).parent / "switchboard"
+    found = str(beside) if beside.exists() else shutil.which("switchboard")
+    if found is None:
+        missing("the switchboard console script (pip install -e .)")
+    assert found is not None
+    return found
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    """A short run directory (ipc paths are limited to ~107 bytes); checked for leftovers."""
+    path = Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
+    yield path
+    leftover = socket_files(path)
+    shutil.rmtree(path, ignore_errors=True)
+    assert not leftover, f"socket files left in the run dir: {leftover}"
+
+
+@pytest.fixture
+def zmq_context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
+    """This test's own zmq context, terminated after every socket on it is closed."""
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    yield context
+    context.term()
+
+
+@pytest.fixture
+def sockets(run_dir: Path, zmq_context: zmq.Context[zmq.Socket[bytes]]) -> Iterator[SocketFactory]:
+    """Test-owned sockets, closed (socket files removed) at teardown."""
+    factory = SocketFactory(zmq_context)
+    yield factory
+    factory.close()
+
+
+@pytest.fixture
+def stack(
+    request: pytest.FixtureRequest,
+    run_dir: Path,
+    zmq_context: zmq.Context[zmq.Socket[bytes]],
+    switchboard_bin: str,
+    tmp_path: Path,
+) -> Iterator[Stack]:
+    """Routers and stand-ins in ``run_dir``; all stopped with SIGTERM and checked at teardown.
+
+    Teardown fails the test if a process ignored SIGTERM, exited non-zero, exited on its
+    own, left a child running, or left its socket files behind.
+    """
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    processes = ProcessManager(log_dir)
+    reports = ReportCollector(zmq_context, f"ipc://{run_dir}/reports")
+    the_stack = Stack(run_dir, processes, reports, zmq_context, switchboard_bin)
+    try:
+        yield the_stack
+    finally:
+        the_stack.close()
+        problems = processes.shutdown()
+        reports.close()
+        call = getattr(request.node, "rep_call", None)
+        if problems or (call is not None and call.failed):
+            print(processes.dump_logs())
+    assert not problems, "\n".join(problems)
