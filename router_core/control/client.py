@@ -43,6 +43,11 @@ def _reply_timeout(default: float, explicit: float | None, args: dict[str, Any])
     return limit
 
 
+def _request(request_id: int, command: str, args: dict[str, Any], limit_s: float) -> ControlRequest:
+    deadline_ns = time.time_ns() + int(limit_s * 1e9)
+    return ControlRequest(id=request_id, command=command, args=args, deadline_ns=deadline_ns)
+
+
 def _result_of(reply: ControlReply) -> Any:
     if reply.ok:
         return reply.result
@@ -60,8 +65,9 @@ class ControlClient:
     """Blocking client; one call at a time (not thread-safe, like a zmq socket).
 
     ``call`` raises :class:`ControlError` for an error reply and :class:`ControlTimeout`
-    when the server does not answer within ``timeout_s``; after a timeout the socket is
-    replaced, so an unanswered request is never delivered late.
+    when the server does not answer within ``timeout_s``. Requests carry their deadline,
+    so a server that reads one too late drops it; after a timeout the socket is replaced
+    too, so the request is not even delivered.
     """
 
     def __init__(
@@ -94,8 +100,9 @@ class ControlClient:
         """
         sock = self._connected()
         request_id = next(self._ids)
-        sock.send(encode(ControlRequest(id=request_id, command=command, args=args)))
-        deadline = time.monotonic() + _reply_timeout(self.timeout_s, reply_timeout_s, args)
+        limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
+        sock.send(encode(_request(request_id, command, args, limit)))
+        deadline = time.monotonic() + limit
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0 or not sock.poll(remaining_ms, zmq.POLLIN):
@@ -132,7 +139,8 @@ class AsyncControlClient:
     """Asyncio client; any number of concurrent calls share one socket.
 
     Use as ``async with AsyncControlClient(endpoint) as client``; a background task
-    hands each reply to the call waiting for its id.
+    hands each reply to the call waiting for its id. A request the server reads after
+    its caller gave up is dropped there (it carries its deadline).
     """
 
     def __init__(
@@ -181,11 +189,9 @@ class AsyncControlClient:
         request_id = next(self._ids)
         future: asyncio.Future[ControlReply] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
+        limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
         try:
-            await self._socket.send(
-                encode(ControlRequest(id=request_id, command=command, args=args))
-            )
-            limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
+            await self._socket.send(encode(_request(request_id, command, args, limit)))
             reply = await asyncio.wait_for(future, limit)
         except TimeoutError as exc:
             raise ControlTimeout(f"{command}: no reply from {self.endpoint}") from exc

@@ -40,11 +40,17 @@ class ErrorCode(IntEnum):
 
 
 class ControlRequest(msgspec.Struct, omit_defaults=True):
-    """``command`` with keyword ``args``; ``id`` is echoed in the reply."""
+    """``command`` with keyword ``args``; ``id`` is echoed in the reply.
+
+    ``deadline_ns`` (wall clock, ``time.time_ns()``; 0 for none) is when the caller stops
+    waiting: a server that reads the request later drops it unanswered rather than run a
+    command (a pause, say) nobody is waiting for any more.
+    """
 
     id: int
     command: str
     args: dict[str, Any] = {}
+    deadline_ns: int = 0
 
 
 class ErrorBody(msgspec.Struct):

@@ -8,6 +8,7 @@ in a handler is logged and answered with ``INTERNAL``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -98,6 +99,9 @@ class ControlServer(Generic[StateT]):
         except msgspec.DecodeError as exc:
             self._counters.add("rejected", "control_request")
             self._send(envelope, error(0, ErrorCode.BAD_REQUEST, str(exc)))
+            return
+        if request.deadline_ns and time.time_ns() > request.deadline_ns:
+            self._counters.add("rejected", "control_expired")
             return
         reply = self._dispatch(request.id, request.command, request.args, envelope)
         if reply is not None:

@@ -250,10 +250,28 @@ class TokenizerRouter:
     # ------------------------------------------------------------------ registry
 
     def _usable_address(self, address: str) -> bool:
-        """Whether the router may connect to ``address`` (counted under rejected if not)."""
+        """Whether the router may send to ``address`` (counted under rejected if not).
+
+        It must pass the endpoint rules (loopback unless allowed) and must not be one of
+        the router's own or the engine's endpoints.
+        """
         try:
             check_endpoint(address, allow_remote=self.settings.allow_remote)
         except EndpointError:
+            self.counters.add("rejected", "bad_address")
+            return False
+        if address in msgspec.structs.astuple(self.settings.endpoints):
+            self.counters.add("rejected", "bad_address")
+            return False
+        return True
+
+    def _connectable(self, address: str) -> bool:
+        """Connect the worker's destination now; False (counted) if libzmq refuses."""
+        assert self.workers is not None
+        try:
+            self.workers.get(address).socket  # noqa: B018  (connects, or raises)
+        except zmq.ZMQError:
+            self.workers.discard(address, "connect_failed")
             self.counters.add("rejected", "bad_address")
             return False
         return True
@@ -266,6 +284,8 @@ class TokenizerRouter:
             self.counters.add("rejected", "bad_worker_id")
             return
         if not self._usable_address(registration.address):
+            return
+        if not self._connectable(registration.address):
             return
         now = time.monotonic()
         record, replaced = self.registry.register(registration, now)

@@ -163,6 +163,9 @@ class TestRegistry:
         sent: list[tuple[zmq.Socket[bytes], list[bytes], str]] = [
             (workers, register("x", "bogus://x"), "bad_address"),
             (workers, register("x", "tcp://192.0.2.1:5555"), "bad_address"),
+            (workers, register("x", "tcp://127.0.0.1:notaport"), "bad_address"),
+            (workers, register("x", router.endpoints.engine), "bad_address"),
+            (workers, register("x", router.endpoints.requests), "bad_address"),
             (workers, register("engine", good), "bad_worker_id"),
             (workers, register("", good), "bad_worker_id"),
             (workers, ack("op-1", "engine"), "ack_impersonation"),

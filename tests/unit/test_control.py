@@ -341,6 +341,19 @@ class TestControlServer:
         assert decode_reply(receive(sock)[-1]) == ok(7, 5)
         assert inline.counters.get("control_commands", "add") == 1
 
+    def test_request_past_its_deadline_is_dropped(
+        self, inline: InlineServer, clients: Clients
+    ) -> None:
+        """A request read after its deadline is not run nor answered, only counted."""
+        sock = clients.connect(zmq.DEALER, inline.endpoint)
+        late = ControlRequest(id=3, command="add", args={"a": 1, "b": 1}, deadline_ns=1)
+        sock.send(encode(late))
+        sock.send(request(4, "add", a=2, b=2))
+        inline.pump()
+        assert decode_reply(receive(sock)[-1]) == ok(4, 4)
+        assert inline.counters.get("rejected", "control_expired") == 1
+        assert inline.counters.get("control_commands", "add") == 1
+
     def test_req_socket_with_empty_delimiter(self, inline: InlineServer, clients: Clients) -> None:
         """A REQ client (identity, empty delimiter, request) gets its reply."""
         sock = clients.connect(zmq.REQ, inline.endpoint)
