@@ -1,0 +1,174 @@
+"""Tokenizers: load any ``tokenizer.json`` (``--tokenizer PATH``) or the trained default.
+
+:class:`Tokenizer` is a thin wrapper over a HF ``tokenizers.Tokenizer`` that gives the
+rest of Switchboard the few things it needs: ``encode``, ``decode`` with the request's
+special-token options, the EOS id, the vocabulary size and the special tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import tokenizers
+
+from switchboard.text.default_tokenizer import ensure_default_tokenizer
+
+__all__ = ["KNOWN_EOS_TOKENS", "Tokenizer", "TokenizerLoadError", "load_tokenizer"]
+
+#: End-of-sequence tokens of common model families, tried in order when neither the
+#: caller nor a ``tokenizer_config.json`` next to the file names one.
+KNOWN_EOS_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<eos>")
+
+
+class TokenizerLoadError(Exception):
+    """A tokenizer could not be loaded; the message names the path and the reason."""
+
+
+class Tokenizer:
+    """Encode text to token ids and decode ids to text.
+
+    ``source`` says where the tokenizer came from (a path, for logs and ``/health``).
+    The EOS token is ``eos_token`` if given (it must be in the vocabulary), else the
+    first of :data:`KNOWN_EOS_TOKENS` that is a special token, else there is none.
+    """
+
+    def __init__(
+        self, backend: tokenizers.Tokenizer, *, source: str, eos_token: str | None = None
+    ) -> None:
+        self._backend = backend
+        self.source = source
+        added = backend.get_added_tokens_decoder()
+        #: Content -> id of every special added token (``<|endoftext|>``, ...).
+        self.special_tokens: Mapping[str, int] = {
+            token.content: token_id for token_id, token in sorted(added.items()) if token.special
+        }
+        self._special_ids = frozenset(self.special_tokens.values())
+        self._added_ids = frozenset(added)
+        self.eos_token_id = self._resolve_eos(eos_token)
+
+    def _resolve_eos(self, eos_token: str | None) -> int | None:
+        if eos_token is not None:
+            token_id = self._backend.token_to_id(eos_token)
+            if token_id is None:
+                message = f"{self.source}: EOS token {eos_token!r} is not in the vocabulary"
+                raise TokenizerLoadError(message)
+            return token_id
+        for candidate in KNOWN_EOS_TOKENS:
+            if candidate in self.special_tokens:
+                return self.special_tokens[candidate]
+        return None
+
+    @property
+    def backend(self) -> tokenizers.Tokenizer:
+        """The wrapped HF tokenizer."""
+        return self._backend
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, added tokens included (every id is ``< vocab_size``)."""
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def special_token_ids(self) -> frozenset[int]:
+        """Ids of the special tokens, the ones ``skip_special_tokens`` removes."""
+        return self._special_ids
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of vocabulary entry ``token``, or None."""
+        return self._backend.token_to_id(token)
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text``.
+
+        Special-token text in ``text`` (``"<|endoftext|>"``) becomes the special token, as
+        in HF ``tokenizers``. ``add_special_tokens`` applies the file's post-processor
+        (a BOS token, for some models); the default tokenizer has none.
+        """
+        return self._backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(
+        self,
+        ids: Sequence[int],
+        *,
+        skip_special_tokens: bool = True,
+        spaces_between_special_tokens: bool = False,
+    ) -> str:
+        """Text of ``ids``.
+
+        ``skip_special_tokens`` drops special tokens. ``spaces_between_special_tokens``
+        puts one space between each kept added token and its neighbours, which is what
+        ``transformers`` slow tokenizers do; the ``tokenizers`` library has no such
+        option (and SGLang's fast-tokenizer path ignores it), so it is done here by
+        decoding the runs between added tokens separately.
+        """
+        if not spaces_between_special_tokens or self._added_ids.isdisjoint(ids):
+            return self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        return " ".join(self._sub_texts(ids, skip_special_tokens))
+
+    def _sub_texts(self, ids: Iterable[int], skip_special_tokens: bool) -> list[str]:
+        """Decoded runs of ordinary tokens and the kept added tokens, in order."""
+        parts: list[str] = []
+        run: list[int] = []
+        for token_id in ids:
+            if token_id not in self._added_ids:
+                run.append(token_id)
+            elif not (skip_special_tokens and token_id in self._special_ids):
+                if run:
+                    parts.append(self._backend.decode(run))
+                    run = []
+                parts.append(self._backend.id_to_token(token_id) or "")
+        if run:
+            parts.append(self._backend.decode(run))
+        return parts
+
+
+def _config_eos_token(tokenizer_file: Path) -> str | None:
+    """``eos_token`` of a ``tokenizer_config.json`` beside ``tokenizer_file``, if any."""
+    config_file = tokenizer_file.with_name("tokenizer_config.json")
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    eos = config.get("eos_token") if isinstance(config, dict) else None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    return eos if isinstance(eos, str) else None
+
+
+def load_tokenizer(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    cache_dir: Path | None = None,
+    eos_token: str | None = None,
+) -> Tokenizer:
+    """Load the tokenizer at ``path``, or the default one when ``path`` is None.
+
+    ``path`` is a ``tokenizer.json`` or a directory holding one (a HF model directory);
+    the EOS token is ``eos_token``, else the ``eos_token`` of a ``tokenizer_config.json``
+    beside the file, else a well-known one. Raises :class:`TokenizerLoadError` naming
+    the path when it is missing, unreadable or not a tokenizer. The default (see
+    :mod:`switchboard.text.default_tokenizer`) is cached under ``cache_dir``.
+    """
+    if path is None:
+        backend, source = ensure_default_tokenizer(cache_dir)
+        return Tokenizer(backend, source=source, eos_token=eos_token)
+    tokenizer_file = Path(path)
+    if tokenizer_file.is_dir():
+        tokenizer_file = tokenizer_file / "tokenizer.json"
+    try:
+        text = tokenizer_file.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise TokenizerLoadError(f"tokenizer file not found: {tokenizer_file}") from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise TokenizerLoadError(f"cannot read tokenizer file {tokenizer_file}: {error}") from error
+    try:
+        backend = tokenizers.Tokenizer.from_str(text)
+    # The library reports every parse failure as a bare Exception.
+    except Exception as error:
+        message = f"not a valid tokenizer.json: {tokenizer_file}: {error}"
+        raise TokenizerLoadError(message) from error
+    eos = eos_token if eos_token is not None else _config_eos_token(tokenizer_file)
+    return Tokenizer(backend, source=str(tokenizer_file), eos_token=eos)
