@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CODE := router_core app switchboard tests
+CODE := router_core app switchboard tests examples
 
 .PHONY: venv lint typecheck test run bench clean
 

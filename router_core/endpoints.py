@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
 __all__ = [
     "DetokenizerRouterEndpoints",
     "EndpointError",
+    "EngineEndpoints",
+    "OutputsVia",
     "RouterEndpoints",
     "check_endpoint",
     "worker_address",
@@ -109,3 +112,35 @@ class DetokenizerRouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
             detokenizers=[_ipc(run_dir, f"detokenizer-{i}") for i in range(count)],
             control=_ipc(run_dir, "detok-router-control"),
         )
+
+
+#: Where an engine sends its outputs: the detokenizer router's ``inbound`` (the default
+#: design) or the tokenizer router's ``outputs`` (split straight to the owning workers).
+OutputsVia = Literal["detokenizers", "router"]
+
+
+class EngineEndpoints(msgspec.Struct, frozen=True, kw_only=True):
+    """The engine's sockets.
+
+    The engine binds ``inbound`` (PULL: what the tokenizer router's ``engine`` endpoint
+    points at) and connects a PUSH to ``events`` (the router's ``engine_events``) and one
+    to ``outputs`` (the detokenizer router's ``inbound``, or the router's ``outputs``).
+    """
+
+    inbound: str
+    events: str
+    outputs: str
+
+    @classmethod
+    def in_run_dir(
+        cls, run_dir: str | Path, outputs_via: OutputsVia = "detokenizers"
+    ) -> EngineEndpoints:
+        """The default layout, matching the routers' ``in_run_dir`` in ``run_dir``."""
+        router = RouterEndpoints.in_run_dir(run_dir)
+        if outputs_via == "detokenizers":
+            outputs = DetokenizerRouterEndpoints.in_run_dir(run_dir, 0).inbound
+        elif outputs_via == "router":
+            outputs = router.outputs
+        else:
+            raise ValueError(f"outputs_via must be 'detokenizers' or 'router', not {outputs_via!r}")
+        return cls(inbound=router.engine, events=router.engine_events, outputs=outputs)

@@ -48,6 +48,9 @@ class WorkerRecord:
     #: Set by a drain command, cleared by undrain: while set, a heartbeat that still
     #: says serving or paused (it crossed the command) does not undo the drain.
     drain_requested: bool = False
+    #: Set by undrain until the worker confirms it admits again: a heartbeat that still
+    #: says draining or drained (it crossed the undrain) does not undo the undrain.
+    undrain_requested: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def view(self, now: float) -> dict[str, Any]:
@@ -138,8 +141,12 @@ class WorkerRegistry:
         record.last_seen = now
         record.heartbeats += 1
         record.inflight = heartbeat.inflight
-        crossed_drain = record.drain_requested and heartbeat.state in ("serving", "paused")
-        if not crossed_drain:
+        admitting = heartbeat.state in ("serving", "paused")
+        if record.undrain_requested and admitting:
+            record.undrain_requested = False
+        crossed_drain = record.drain_requested and admitting
+        crossed_undrain = record.undrain_requested and not admitting
+        if not (crossed_drain or crossed_undrain):
             self.transition(record, heartbeat.state)
         return record
 

@@ -88,6 +88,7 @@ def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
     ):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
     record.drain_requested = True
+    record.undrain_requested = False
     router.send_drain(record, drain=True)
     return record.view(time.monotonic())
 
@@ -98,6 +99,7 @@ def undrain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any
     if record.state not in ("draining", "drained"):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
     record.drain_requested = False
+    record.undrain_requested = True
     router.registry.transition(record, "paused" if router.barrier.state.paused else "serving")
     router.send_drain(record, drain=False)
     return record.view(time.monotonic())
@@ -108,7 +110,8 @@ def load(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
     if router.latest_load is None or router.load_received_at is None:
         return None
     return {
-        **msgspec.to_builtins(router.latest_load),
+        # Every field, zeros included: to_builtins would omit the defaults.
+        **msgspec.structs.asdict(router.latest_load),
         "age_s": round(time.monotonic() - router.load_received_at, 3),
     }
 

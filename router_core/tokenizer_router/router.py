@@ -45,6 +45,7 @@ from router_core.wire import (
     group_by_destination,
 )
 from router_core.wire.control import (
+    ENGINE,
     Acknowledgement,
     ContinueRequest,
     Deregistration,
@@ -62,9 +63,6 @@ from router_core.wire.control import (
 __all__ = ["ENGINE", "RouterSettings", "TokenizerRouter"]
 
 logger = logging.getLogger(__name__)
-
-#: The engine's name as a barrier participant and in acknowledgements.
-ENGINE: Final = "engine"
 
 _KIND_LABELS: Final = {kind.value: kind.name.lower() for kind in Kind}
 
@@ -158,6 +156,7 @@ class TokenizerRouter:
                 outputs_in = bound.bind(zmq.PULL, endpoints.outputs)
                 control = bound.bind(zmq.ROUTER, endpoints.control)
                 self.engine = engine = engines.get(ENGINE, endpoints.engine)
+                engine.socket  # noqa: B018  (connect now: a bad endpoint fails the start)
                 self.control = ControlServer(control, self, COMMANDS, self.counters)
                 self._fast = fastpath.load(DATA_KINDS)
                 self._loop.watch(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
 __all__ = [
+    "ENGINE",
     "Acknowledgement",
     "ContinueRequest",
     "Deregistration",
@@ -21,6 +22,9 @@ __all__ = [
     "WorkerRegistration",
     "WorkerReportedState",
 ]
+
+#: The engine's name as a barrier participant: the ``participant`` of its acknowledgements.
+ENGINE: Final = "engine"
 
 #: ``abort``: in-flight requests end with finish reason abort; ``retract``: running
 #: requests go back to the waiting queue; ``in_place``: freeze and keep all state.

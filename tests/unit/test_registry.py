@@ -203,6 +203,40 @@ class TestHeartbeat:
         assert record.last_seen == 1.0
 
 
+class TestCrossingDrainCommands:
+    """Heartbeats sent before a drain or undrain command arrived do not undo it."""
+
+    def _serving(self) -> tuple[WorkerRegistry, WorkerRecord]:
+        registry = WorkerRegistry(TIMEOUT)
+        record, _ = registry.register(registration(), now=0.0)
+        registry.transition(record, "serving")
+        return registry, record
+
+    def test_serving_heartbeat_crossing_a_drain_keeps_it(self) -> None:
+        """After a drain command, a heartbeat still saying serving leaves the record draining."""
+        registry, record = self._serving()
+        registry.transition(record, "draining")
+        record.drain_requested = True
+        registry.heartbeat(Heartbeat(worker_id="w1", state="serving"), now=1.0)
+        assert record.state == "draining"
+        registry.heartbeat(Heartbeat(worker_id="w1", state="drained"), now=1.5)
+        assert record.state == "drained"
+
+    def test_drained_heartbeat_crossing_an_undrain_keeps_it(self) -> None:
+        """After undrain, a heartbeat still saying drained leaves the record serving,
+        until the worker confirms it admits again."""
+        registry, record = self._serving()
+        registry.transition(record, "drained")
+        record.undrain_requested = True
+        registry.transition(record, "serving")
+        registry.heartbeat(Heartbeat(worker_id="w1", state="drained"), now=1.0)
+        assert record.state == "serving"
+        registry.heartbeat(Heartbeat(worker_id="w1", state="serving"), now=1.5)
+        assert not record.undrain_requested
+        registry.heartbeat(Heartbeat(worker_id="w1", state="draining"), now=2.0)
+        assert record.state == "draining"
+
+
 class TestExpiry:
     """WorkerRegistry.expire and next_expiry at the timeout boundary."""
 

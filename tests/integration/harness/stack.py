@@ -212,6 +212,32 @@ class Stack:
             )
         return handle
 
+    def start_example_engine(
+        self, script: Path, *extra: str, wait_live: RouterHandle | None = None
+    ) -> ManagedProcess:
+        """Start an example engine script (``examples/``) with ``--run-dir``; optionally
+        wait until ``wait_live`` sees it live (it published load)."""
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.standins.example",
+            str(os.getpid()),
+            str(script),
+            "--run-dir",
+            str(self.run_dir),
+            *extra,
+        ]
+        proc = self.processes.spawn(script.stem, argv, [ipc_path(self.endpoints.engine)])
+        if wait_live is not None:
+            router = wait_live
+
+            def live() -> bool:
+                proc.assert_running()
+                return bool(router.ctl("status")["engine_live"])
+
+            wait_until(live, 15.0, f"the router to see {script.stem} live")
+        return proc
+
     def close(self) -> None:
         for client in self._clients:
             client.close()

@@ -1,0 +1,162 @@
+"""An echo engine: a complete Switchboard engine in one file, built on the engine link.
+
+It answers every GENERATE one token per step, echoing the prompt's token ids (at most
+``--tokens`` of them, and at most ``max_new_tokens``), in BatchTokenIDOutput batches;
+answers every EMBED at once; applies and acknowledges every pause and continue; and
+publishes its load every ``--load-interval`` seconds. SIGTERM or SIGINT stops it.
+
+    python examples/echo_engine.py --run-dir /tmp/sb [--outputs-via router]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from router_core import Command, EngineEndpoints, EngineInput, EngineLink, Request
+from router_core.wire.control import ContinueRequest, FreezeGC, LoadSnapshot, PauseRequest
+from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
+from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
+
+MAX_RUNNING = 256
+
+
+@dataclass
+class Running:
+    """A generation in progress: who asked, its prompt, and the tokens sent so far."""
+
+    rid: str
+    owner: str
+    prompt: list[int]
+    limit: int
+    output_ids: list[int] = field(default_factory=list)
+
+
+class EchoEngine:
+    """The scheduler: what to do with each input, and one decode step at a time."""
+
+    def __init__(self, link: EngineLink, tokens: int) -> None:
+        self.link = link
+        self.tokens = tokens
+        self.running: dict[tuple[str, str], Running] = {}  # by (owner, rid)
+        self.paused = False
+        self.steps = 0
+
+    def handle(self, item: EngineInput) -> None:
+        match item:
+            case Request(payload=GenerateRequest() as generate):
+                limit = max(1, min(self.tokens, generate.sampling_params.max_new_tokens))
+                running = Running(item.rid, item.reply_to, generate.input_ids, limit)
+                self.running[item.reply_to, item.rid] = running
+            case Request(payload=EmbeddingRequest() as embed):
+                self.embed(item, embed)
+            case Request(payload=AbortRequest() as abort):
+                keys = [(item.reply_to, item.rid)]
+                if abort.abort_all:
+                    keys = [key for key in self.running if key[0] == item.reply_to]
+                aborted = [self.running.pop(key) for key in keys if key in self.running]
+                self.finish(aborted, {"type": "abort", "message": abort.reason})
+            case Command(payload=PauseRequest() as pause):
+                if pause.mode == "abort":
+                    self.finish(list(self.running.values()), {"type": "abort", "message": "paused"})
+                    self.running.clear()
+                # "retract" and "in_place" both keep every request: there is no cache to free.
+                self.paused = True
+                self.link.acknowledge(pause.op_id)
+            case Command(payload=ContinueRequest() as resume):
+                self.paused = False
+                self.link.acknowledge(resume.op_id)
+            case Command(payload=FreezeGC() as freeze):
+                gc.freeze()
+                self.link.forward_freeze_gc(freeze)
+
+    def embed(self, request: Request, embed: EmbeddingRequest) -> None:
+        self.link.send_batch(
+            BatchEmbeddingOutput(
+                rids=[request.rid],
+                http_worker_ipcs=[request.reply_to],
+                finished_reasons=[{"type": "stop", "matched": None}],
+                prompt_tokens=[len(embed.input_ids)],
+                embeddings=[[float(token) for token in embed.input_ids]],
+            )
+        )
+
+    def step(self) -> None:
+        """One decode step: one more token, echoed from the prompt, for every request."""
+        if self.paused or not self.running:
+            return
+        self.steps += 1
+        rows = list(self.running.values())
+        for row in rows:
+            count = len(row.output_ids)
+            row.output_ids.append(row.prompt[count % len(row.prompt)] if row.prompt else 0)
+        reasons: list[dict[str, Any] | None] = [
+            {"type": "length", "length": row.limit} if len(row.output_ids) >= row.limit else None
+            for row in rows
+        ]
+        self.send(rows, reasons)
+        for row, reason in zip(rows, reasons, strict=True):
+            if reason is not None:
+                del self.running[row.owner, row.rid]
+
+    def finish(self, rows: list[Running], reason: dict[str, Any]) -> None:
+        if rows:
+            self.send(rows, [reason] * len(rows))
+
+    def send(self, rows: list[Running], reasons: list[dict[str, Any] | None]) -> None:
+        self.link.send_batch(
+            BatchTokenIDOutput(
+                rids=[row.rid for row in rows],
+                http_worker_ipcs=[row.owner for row in rows],
+                finished_reasons=reasons,
+                prompt_tokens=[len(row.prompt) for row in rows],
+                completion_tokens=[len(row.output_ids) for row in rows],
+                output_ids=[list(row.output_ids) for row in rows],
+                decode_ids=[list(row.output_ids) for row in rows],
+                read_offsets=[max(0, len(row.output_ids) - 1) for row in rows],
+            )
+        )
+
+    def publish_load(self) -> None:
+        self.link.publish_load(
+            LoadSnapshot(
+                running=len(self.running),
+                max_running=MAX_RUNNING,
+                token_usage=len(self.running) / MAX_RUNNING,
+                step=self.steps,
+            )
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    parser.add_argument("--run-dir", required=True, help="the stack's run directory")
+    parser.add_argument("--outputs-via", choices=("detokenizers", "router"), default="detokenizers")
+    parser.add_argument("--tokens", type=int, default=4, help="tokens per request at most")
+    parser.add_argument("--load-interval", type=float, default=0.5, help="seconds")
+    args = parser.parse_args()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
+
+    endpoints = EngineEndpoints.in_run_dir(args.run_dir, outputs_via=args.outputs_via)
+    with EngineLink(endpoints) as link:
+        engine = EchoEngine(link, args.tokens)
+        next_load = 0.0
+        while not stop.is_set():
+            busy = engine.running and not engine.paused
+            for item in link.poll(timeout_ms=5 if busy else 100):
+                engine.handle(item)
+            engine.step()
+            if time.monotonic() >= next_load:
+                engine.publish_load()
+                next_load = time.monotonic() + args.load_interval
+
+
+if __name__ == "__main__":
+    main()
