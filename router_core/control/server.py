@@ -136,7 +136,7 @@ class ControlServer(Generic[StateT]):
     def _send(self, envelope: tuple[bytes, ...], reply: ControlReply) -> None:
         try:
             body = encode(reply)
-        except (TypeError, ValueError):
+        except Exception:  # any encoder failure (TypeError, OverflowError, RecursionError...)
             # A handler returned something that is not plain data: a server bug.
             logger.exception("control reply %d cannot be encoded", reply.id)
             self._counters.add("control_errors", "unencodable_reply")
