@@ -21,7 +21,7 @@ from router_core.endpoints import (
     RouterEndpoints,
     check_endpoint,
 )
-from router_core.process import die_with_parent, serve_until_signalled
+from router_core.process import Service, die_with_parent, serve_until_signalled
 from router_core.tokenizer_router import RouterSettings, TokenizerRouter
 
 __all__ = ["build_parser", "main"]
@@ -42,6 +42,13 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 
@@ -100,6 +107,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     detok.add_argument("--control-endpoint", help="ROUTER bound for control commands")
     detok.add_argument("--sticky-key", choices=("worker", "request"), default="worker")
+
+    engine = sub.add_parser("engine", help="run the built-in simulated engine")
+    _add_common(engine)
+    engine.add_argument("--inbound-endpoint", help="PULL bound for requests (default: run dir)")
+    engine.add_argument("--events-endpoint", help="the router's engine-events PULL")
+    engine.add_argument("--outputs-endpoint", help="where batched outputs go")
+    engine.add_argument(
+        "--outputs-via",
+        choices=("detokenizers", "router"),
+        default="detokenizers",
+        help="default outputs: the detokenizer router, or the tokenizer router's outputs",
+    )
+    engine.add_argument("--max-running-requests", type=_positive_int, default=256)
+    engine.add_argument(
+        "--max-tokens-per-step", type=_positive_int, default=8192, help="prefill + decode budget"
+    )
+    engine.add_argument(
+        "--step-time", type=_non_negative_float, default=0.005, help="seconds per step"
+    )
+    engine.add_argument(
+        "--per-token-cost", type=_non_negative_float, default=0.0, help="seconds per token"
+    )
+    engine.add_argument("--vocab-seed", type=int, default=0, help="seed of the token rule")
+    engine.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
+    engine.add_argument(
+        "--load-interval", type=_positive_float, default=0.1, help="seconds between load reports"
+    )
 
     ctl = sub.add_parser("ctl", help="send one control command and print the JSON result")
     ctl.add_argument("--endpoint", required=True, help="the control endpoint")
@@ -193,6 +227,45 @@ def _detok_router(args: argparse.Namespace) -> DetokenizerRouter:
     return DetokenizerRouter(settings)
 
 
+def _engine(args: argparse.Namespace) -> Service:
+    from router_core.engine_link import EngineEndpoints, EngineLink
+    from switchboard.engine import Scheduler, SchedulerConfig, text_token_pool
+    from switchboard.engine.engine import BuiltinEngine
+    from switchboard.text import TokenizerLoadError, load_tokenizer
+
+    run_dir = _run_dir(args)
+    defaults = EngineEndpoints.in_run_dir(run_dir, args.outputs_via) if run_dir else None
+    remote = args.allow_remote
+    endpoints = EngineEndpoints(
+        **{
+            field: _endpoint(
+                getattr(args, f"{field}_endpoint"),
+                getattr(defaults, field) if defaults else None,
+                field,
+                remote,
+            )
+            for field in ("inbound", "events", "outputs")
+        }
+    )
+    try:
+        tokenizer = load_tokenizer(args.tokenizer)
+        pool = text_token_pool(tokenizer.vocab_size, tokenizer.decode, tokenizer.special_token_ids)
+        config = SchedulerConfig(
+            token_pool=pool,
+            max_running_requests=args.max_running_requests,
+            max_tokens_per_step=args.max_tokens_per_step,
+            step_time_s=args.step_time,
+            per_token_cost_s=args.per_token_cost,
+            vocab_seed=args.vocab_seed,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    except (TokenizerLoadError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    link = EngineLink(endpoints, hwm=args.hwm, backlog_limit=args.backlog, allow_remote=remote)
+    scheduler = Scheduler(config, decode=tokenizer.decode)
+    return BuiltinEngine(link, scheduler, load_interval_s=args.load_interval)
+
+
 def _parse_ctl_args(pairs: Sequence[str]) -> dict[str, Any]:
     parsed: dict[str, Any] = {}
     for pair in pairs:
@@ -217,7 +290,7 @@ def _ctl(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(service: TokenizerRouter | DetokenizerRouter, args: argparse.Namespace) -> int:
+def _serve(service: Service, args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
@@ -237,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(_router(args), args)
         if args.command == "detok-router":
             return _serve(_detok_router(args), args)
+        if args.command == "engine":
+            return _serve(_engine(args), args)
         if args.command == "ctl":
             return _ctl(args)
         if args.command == "bench":

@@ -39,7 +39,11 @@ class WorkerProcess:
         self.args = args
         address = args.address or worker_address(args.run_dir, args.worker_id)
         self.worker = StandInWorker(
-            args.worker_id, address, requests=args.requests, after_load=args.requests_after_load
+            args.worker_id,
+            address,
+            requests=args.requests,
+            after_load=args.requests_after_load,
+            max_new_tokens=args.max_new_tokens,
         )
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.inbox = bind(self.context, zmq.PULL, address)
@@ -147,6 +151,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--requests-endpoint", help="the router's requests PULL (default: run dir)")
     parser.add_argument("--heartbeat-interval", type=float, default=0.2)
     parser.add_argument("--requests", type=int, default=0, help="GENERATE requests to send")
+    parser.add_argument("--max-new-tokens", type=int, default=1, help="per GENERATE request")
     parser.add_argument("--request-rate", type=float, default=0.0, help="per second; 0: at once")
     parser.add_argument(
         "--requests-after-load",

@@ -70,10 +70,18 @@ class StandInWorker:
     """What a worker knows and has seen; every method returns the frames to send."""
 
     def __init__(
-        self, worker_id: str, address: str, *, requests: int = 0, after_load: bool = False
+        self,
+        worker_id: str,
+        address: str,
+        *,
+        requests: int = 0,
+        after_load: bool = False,
+        max_new_tokens: int = 1,
     ) -> None:
-        """``requests`` GENERATE requests go out once registered, or (``after_load``) once
-        the first load snapshot shows that the engine is up."""
+        """``requests`` GENERATE requests (prompt ``[1, 2, 3, index]``, ``max_new_tokens``)
+        go out once registered, or (``after_load``) once the first load snapshot shows
+        that the engine is up."""
+        self.max_new_tokens = max_new_tokens
         self.worker_id = worker_id
         self.address = address
         self.registered = False
@@ -99,6 +107,9 @@ class StandInWorker:
         self.rows_by_rid: Counter[str] = Counter()
         self.messages_by_kind: Counter[str] = Counter()
         self.finished_rids: set[str] = set()
+        #: Every token row's ``output_ids`` concatenated, and each finish reason, by rid.
+        self.output_ids_by_rid: dict[str, list[int]] = {}
+        self.finish_reasons: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ views
 
@@ -123,6 +134,8 @@ class StandInWorker:
             "inflight": len(self.inflight),
             "rows_by_rid": dict(self.rows_by_rid),
             "messages_by_kind": dict(self.messages_by_kind),
+            "output_ids_by_rid": {rid: list(ids) for rid, ids in self.output_ids_by_rid.items()},
+            "finish_reasons": dict(self.finish_reasons),
         }
 
     def fingerprint(self) -> tuple[Any, ...]:
@@ -166,7 +179,7 @@ class StandInWorker:
         request = GenerateRequest(
             rid=rid,
             input_ids=[1, 2, 3, index],
-            sampling_params=SamplingParams(max_new_tokens=1),
+            sampling_params=SamplingParams(max_new_tokens=self.max_new_tokens),
             created_ns=time.time_ns(),
         )
         self.inflight.add(rid)
@@ -276,11 +289,14 @@ class StandInWorker:
                 continue
             if row.rids != [rid] or row.http_worker_ipcs not in (None, [owner]):
                 self.obs["bad_rows"] += 1
+            if kind is Kind.TOKEN_BATCH and row.output_ids:
+                self.output_ids_by_rid.setdefault(rid, []).extend(row.output_ids[0])
             reasons = row.finished_reasons
             if reasons and reasons[0] is not None:
                 if rid in self.finished_rids:
                     self.obs["duplicate_finishes"] += 1
                 else:
                     self.finished_rids.add(rid)
+                    self.finish_reasons[rid] = reasons[0]
                     self.obs["finished"] += 1
                 self.inflight.discard(rid)

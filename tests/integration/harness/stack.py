@@ -238,6 +238,31 @@ class Stack:
             wait_until(live, 15.0, f"the router to see {script.stem} live")
         return proc
 
+    def start_builtin_engine(
+        self, *extra: str, wait_live: RouterHandle | None = None
+    ) -> ManagedProcess:
+        """Start ``switchboard engine`` (the built-in engine) in the run dir; optionally
+        wait until ``wait_live`` sees it live (it published load)."""
+        argv = [
+            self.switchboard,
+            "engine",
+            "--run-dir",
+            str(self.run_dir),
+            "--parent-pid",
+            str(os.getpid()),
+            *extra,
+        ]
+        proc = self.processes.spawn("builtin-engine", argv, [ipc_path(self.endpoints.engine)])
+        if wait_live is not None:
+            router = wait_live
+
+            def live() -> bool:
+                proc.assert_running()
+                return bool(router.ctl("status")["engine_live"])
+
+            wait_until(live, 15.0, "the router to see the built-in engine live")
+        return proc
+
     def close(self) -> None:
         for client in self._clients:
             client.close()
