@@ -1,10 +1,33 @@
-"""Fixtures shared by the unit tests: the default tokenizer, trained once per session."""
+"""Fixtures shared by the unit tests: a zmq context and a short run directory per test,
+and the default tokenizer, trained once per session."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+import zmq
 
 from switchboard.text import Tokenizer, load_tokenizer
+
+
+@pytest.fixture
+def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
+    """This test's own context; every socket left on it is closed with linger 0."""
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    """A short directory for ipc socket files (their paths are limited to ~107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="sb-unit-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

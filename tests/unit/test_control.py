@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -135,22 +133,6 @@ COMMANDS: Mapping[str, Command[TableState]] = {
 }
 
 # ------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture
-def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    """This test's own context; every socket left on it is closed with linger 0."""
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
-@pytest.fixture
-def run_dir() -> Iterator[Path]:
-    """A short directory for ipc socket files."""
-    path = Path(tempfile.mkdtemp(prefix="sb-ctl-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 class InlineServer:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,22 +14,6 @@ from router_core.destinations import DestinationSet
 
 #: How long any receive or readiness wait may take before the test fails instead of hanging.
 WAIT_MS = 2000
-
-
-@pytest.fixture
-def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    """This test's own context; every socket left on it is closed with linger 0."""
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
-@pytest.fixture
-def run_dir() -> Iterator[Path]:
-    """A short directory for ipc socket files (their paths are limited to ~107 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="sb-dst-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

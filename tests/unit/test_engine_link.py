@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import errno
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -55,22 +53,6 @@ WAIT_MS = 2000
 OWNER = "ipc:///tmp/sb-unit/worker-w0"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 _names = count()
-
-
-@pytest.fixture
-def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    """This test's own context; sockets left on it are closed with linger 0."""
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
-@pytest.fixture
-def run_dir() -> Iterator[Path]:
-    """A short directory for ipc socket files."""
-    path = Path(tempfile.mkdtemp(prefix="sb-eng-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def inproc_endpoints() -> EngineEndpoints:
