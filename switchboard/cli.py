@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--load-interval", type=_positive_float, default=0.1, help="seconds between load reports"
     )
 
+    from switchboard.detokenizer.cli import add_parser as add_detokenizer
+
+    add_detokenizer(sub, _add_common)
+
     ctl = sub.add_parser("ctl", help="send one control command and print the JSON result")
     ctl.add_argument("--endpoint", required=True, help="the control endpoint")
     ctl.add_argument("--timeout", type=_positive_float, default=10.0)
@@ -312,6 +316,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(_detok_router(args), args)
         if args.command == "engine":
             return _serve(_engine(args), args)
+        if args.command == "detokenizer":
+            from switchboard.detokenizer.cli import build as build_detokenizer
+
+            return _serve(build_detokenizer(args), args)
         if args.command == "ctl":
             return _ctl(args)
         if args.command == "bench":

@@ -110,6 +110,8 @@ class StandInWorker:
         #: Every token row's ``output_ids`` concatenated, and each finish reason, by rid.
         self.output_ids_by_rid: dict[str, list[int]] = {}
         self.finish_reasons: dict[str, Any] = {}
+        #: The ``output_strs`` of every text row of this worker's own requests, by rid.
+        self.text_by_rid: dict[str, str] = {}
 
     # ------------------------------------------------------------------ views
 
@@ -136,6 +138,7 @@ class StandInWorker:
             "messages_by_kind": dict(self.messages_by_kind),
             "output_ids_by_rid": {rid: list(ids) for rid, ids in self.output_ids_by_rid.items()},
             "finish_reasons": dict(self.finish_reasons),
+            "text_by_rid": dict(self.text_by_rid),
         }
 
     def fingerprint(self) -> tuple[Any, ...]:
@@ -291,6 +294,8 @@ class StandInWorker:
                 self.obs["bad_rows"] += 1
             if kind is Kind.TOKEN_BATCH and row.output_ids:
                 self.output_ids_by_rid.setdefault(rid, []).extend(row.output_ids[0])
+            if kind is Kind.STR_BATCH and row.output_strs and rid in self.inflight:
+                self.text_by_rid[rid] = self.text_by_rid.get(rid, "") + row.output_strs[0]
             reasons = row.finished_reasons
             if reasons and reasons[0] is not None:
                 if rid in self.finished_rids:

@@ -163,6 +163,31 @@ class Stack:
         self._wait_ready(proc, handle.control, 15.0)
         return handle
 
+    def start_detokenizer(self, index: int, count: int, *extra: str) -> ManagedProcess:
+        """Start ``switchboard detokenizer`` ``index`` of ``count`` in the run dir."""
+        endpoint = DetokenizerRouterEndpoints.in_run_dir(self.run_dir, count).detokenizers[index]
+        argv = [
+            self.switchboard,
+            "detokenizer",
+            "--run-dir",
+            str(self.run_dir),
+            "--index",
+            str(index),
+            "--count",
+            str(count),
+            "--parent-pid",
+            str(os.getpid()),
+            *extra,
+        ]
+        proc = self.processes.spawn(f"detokenizer-{index}", argv, [ipc_path(endpoint)])
+
+        def bound() -> bool:
+            proc.assert_running()
+            return ipc_path(endpoint).exists()
+
+        wait_until(bound, 15.0, f"detokenizer-{index} to bind")
+        return proc
+
     def start_worker(
         self, worker_id: str, *extra: str, wait_registered: bool = True
     ) -> StandInHandle:

@@ -1,0 +1,198 @@
+"""The detokenizer process: a PULL bound at its endpoint, text batches out.
+
+It receives what the detokenizer router sends it (``TOKEN_BATCH``, ``FREEZE_GC``,
+``IDLE``), turns every token row into a text row with a
+:class:`~switchboard.detokenizer.rows.RowDetokenizer`, and sends the text rows on: by
+default straight to the owning workers' return addresses, one ``STR_BATCH`` per worker
+(``outputs_to="workers"``), or all of them in one message to the tokenizer router's
+``outputs`` (``outputs_to="router"``), which splits them per worker. Sends never block:
+each destination has a bounded backlog and drops are counted.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import zmq
+
+from router_core.counters import Counters
+from router_core.destinations import DestinationSet
+from router_core.inbound import BoundSockets, drain
+from router_core.loop import PollLoop
+from router_core.transport import DEFAULT_HWM, FrameLike
+from router_core.wire import Header, Kind, WireError
+from router_core.wire.codec import decode_payload, frame_batch
+from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
+from router_core.wire.split import BatchShapeError, check_batch_shape, combine_rows
+from switchboard.detokenizer.rows import RowDetokenizer
+from switchboard.text import Tokenizer, load_tokenizer
+
+__all__ = ["Detokenizer", "DetokenizerSettings", "OutputsTo"]
+
+logger = logging.getLogger(__name__)
+
+#: Where text batches go: straight to each owning worker, or through the tokenizer router.
+OutputsTo = Literal["workers", "router"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetokenizerSettings:
+    """How one detokenizer runs."""
+
+    #: The PULL this detokenizer binds (the detokenizer router's ``detokenizers[j]``).
+    endpoint: str
+    outputs_to: OutputsTo = "workers"
+    #: The tokenizer router's ``outputs``; required when ``outputs_to == "router"``.
+    router_outputs: str | None = None
+    #: A loaded tokenizer; None loads the built-in default in :meth:`Detokenizer.run`.
+    tokenizer: Tokenizer | None = None
+    hwm: int = DEFAULT_HWM
+    backlog_limit: int = 1000
+    drain_timeout_s: float = 2.0
+    allow_remote: bool = False
+    holdback_chars: int = 32
+    state_ttl_s: float = 600.0
+    max_states: int = 100_000
+    evict_interval_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.outputs_to not in ("workers", "router"):
+            raise ValueError(f"outputs_to must be 'workers' or 'router', not {self.outputs_to!r}")
+        if self.outputs_to == "router" and not self.router_outputs:
+            raise ValueError("outputs through the router need the router's outputs endpoint")
+        if self.hwm <= 0 or self.backlog_limit <= 0:
+            raise ValueError("hwm and backlog_limit must be positive (bounded queues)")
+        if self.holdback_chars < 0 or self.state_ttl_s <= 0 or self.max_states <= 0:
+            raise ValueError("holdback_chars >= 0, state_ttl_s > 0, max_states > 0 required")
+
+
+class Detokenizer:
+    """Runs in one thread: :meth:`run` binds, loops until stopped, and closes."""
+
+    def __init__(
+        self,
+        settings: DetokenizerSettings,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._context = context
+        self.counters = Counters()
+        self._loop = PollLoop()
+        self._rows: RowDetokenizer | None = None
+        self._destinations: DestinationSet | None = None
+        self._next_evict = 0.0
+
+    @property
+    def open_requests(self) -> int:
+        """Requests with decoding state."""
+        return 0 if self._rows is None else len(self._rows)
+
+    def request_stop(self) -> None:
+        """Stop after the current iteration; safe from signal handlers."""
+        self._loop.request_stop()
+
+    def run(self) -> None:
+        """Load the tokenizer, bind, serve until stopped, then drain and close."""
+        settings = self.settings
+        tokenizer = settings.tokenizer or load_tokenizer()
+        self._rows = RowDetokenizer(
+            tokenizer,
+            holdback_chars=settings.holdback_chars,
+            ttl_s=settings.state_ttl_s,
+            max_states=settings.max_states,
+            counters=self.counters,
+        )
+        owns_context = self._context is None
+        context = self._context or zmq.Context()
+        destinations = DestinationSet(
+            context, self.counters, hwm=settings.hwm, backlog_limit=settings.backlog_limit
+        )
+        self._destinations = destinations
+        bound = BoundSockets(context, hwm=settings.hwm, allow_remote=settings.allow_remote)
+        try:
+            with bound:
+                inbound = bound.bind(zmq.PULL, settings.endpoint)
+                self._loop.watch(inbound, lambda: drain(inbound, self._handle, self.counters))
+                logger.info(
+                    "detokenizer serving %s in pid %d, outputs to %s",
+                    settings.endpoint,
+                    os.getpid(),
+                    settings.outputs_to,
+                )
+                try:
+                    self._loop.run(destinations.backlogged, self._tick)
+                finally:
+                    destinations.close_all(settings.drain_timeout_s)
+        finally:
+            if owns_context:
+                context.term()
+            logger.info("detokenizer stopped: %s", self.counters.snapshot())
+
+    def _tick(self, now: float) -> float:
+        if now >= self._next_evict:
+            assert self._rows is not None
+            self._rows.evict(now)
+            self._next_evict = now + self.settings.evict_interval_s
+        return self._next_evict
+
+    def _handle(self, header: Header, frames: list[FrameLike]) -> None:
+        kind = header.kind
+        if kind is Kind.TOKEN_BATCH:
+            self._on_tokens(header, frames)
+        elif kind is Kind.FREEZE_GC:
+            gc.freeze()
+            self.counters.add("freeze_gc", "applied")
+        elif kind is Kind.IDLE:
+            self.counters.add("idle_batches", "inbound")
+        else:
+            self.counters.add("rejected", "unexpected_kind")
+
+    def _on_tokens(self, header: Header, frames: list[FrameLike]) -> None:
+        assert self._rows is not None
+        now = time.monotonic()
+        by_owner: dict[str, list[BatchStrOutput]] = {}
+        for index, (rid, owner) in enumerate(zip(header.rids, header.reply_to, strict=True)):
+            row = self._decode_row(rid, frames[index + 1])
+            if row is not None:
+                by_owner.setdefault(owner, []).append(self._rows.row(row, owner, now))
+        if self.settings.outputs_to == "router":
+            assert self.settings.router_outputs is not None
+            rows = [row for group in by_owner.values() for row in group]
+            self._send(self.settings.router_outputs, rows, header)
+        else:
+            for owner, group in by_owner.items():
+                self._send(owner, group, header)
+
+    def _decode_row(self, rid: str, frame: FrameLike) -> BatchTokenIDOutput | None:
+        data = frame.buffer if isinstance(frame, zmq.Frame) else frame
+        try:
+            row = decode_payload(Kind.TOKEN_BATCH, data)
+            rows = check_batch_shape(row)
+        except (WireError, BatchShapeError):
+            self.counters.add("rejected", "bad_payload")
+            return None
+        if not isinstance(row, BatchTokenIDOutput) or rows != 1 or row.rids[0] != rid:
+            self.counters.add("rejected", "bad_payload")
+            return None
+        return row
+
+    def _send(self, destination: str, rows: Sequence[BatchStrOutput], header: Header) -> None:
+        if not rows:
+            return
+        try:
+            batches = [combine_rows(BatchStrOutput, rows)]
+        except BatchShapeError:  # rows with different columns: one message each
+            batches = list(rows)
+        assert self._destinations is not None
+        for batch in batches:
+            frames = frame_batch(
+                batch, traceparent=header.traceparent, tracestate=header.tracestate
+            )
+            if self._destinations.send(destination, frames):
+                self.counters.add("sent_rows", self.settings.outputs_to, len(batch.rids))
