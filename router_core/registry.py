@@ -45,12 +45,11 @@ class WorkerRecord:
     state: WorkerState = "starting"
     inflight: int = 0
     heartbeats: int = 0
-    #: Set by a drain command, cleared by undrain: while set, a heartbeat that still
-    #: says serving or paused (it crossed the command) does not undo the drain.
-    drain_requested: bool = False
-    #: Set by undrain until the worker confirms it admits again: a heartbeat that still
-    #: says draining or drained (it crossed the undrain) does not undo the undrain.
-    undrain_requested: bool = False
+    #: The operator's last drain command not yet confirmed by the worker's heartbeats.
+    #: While set, a heartbeat that crossed the command (it still reports the opposite)
+    #: does not undo it. ``drain`` stays until undrain; ``undrain`` clears once the worker
+    #: reports serving or paused.
+    drain_command: Literal["drain", "undrain"] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def view(self, now: float) -> dict[str, Any]:
@@ -142,11 +141,10 @@ class WorkerRegistry:
         record.heartbeats += 1
         record.inflight = heartbeat.inflight
         admitting = heartbeat.state in ("serving", "paused")
-        if record.undrain_requested and admitting:
-            record.undrain_requested = False
-        crossed_drain = record.drain_requested and admitting
-        crossed_undrain = record.undrain_requested and not admitting
-        if not (crossed_drain or crossed_undrain):
+        if record.drain_command == "undrain" and admitting:
+            record.drain_command = None
+        crossed = record.drain_command == ("drain" if admitting else "undrain")
+        if not crossed:
             self.transition(record, heartbeat.state)
         return record
 
@@ -158,6 +156,21 @@ class WorkerRegistry:
         if new_state not in ALLOWED_TRANSITIONS[record.state]:
             return False
         record.state = new_state
+        return True
+
+    def command_drain(self, record: WorkerRecord) -> bool:
+        """The operator drains ``record``: move it to draining; False if its state forbids."""
+        if record.state not in ("draining", "drained") and not self.transition(record, "draining"):
+            return False
+        record.drain_command = "drain"
+        return True
+
+    def command_undrain(self, record: WorkerRecord, resume_state: WorkerState) -> bool:
+        """The operator undrains ``record`` back to ``resume_state``; False if not draining."""
+        if record.state not in ("draining", "drained"):
+            return False
+        record.drain_command = "undrain"
+        self.transition(record, resume_state)
         return True
 
     def deregister(self, worker_id: str) -> WorkerRecord | None:

@@ -14,7 +14,7 @@ import msgspec
 
 from router_core.control.protocol import ControlError, ErrorCode
 from router_core.control.server import DEFERRED, Command, ReplyTo
-from router_core.registry import WorkerRecord
+from router_core.registry import WorkerRecord, WorkerState
 from router_core.tokenizer_router.router import TokenizerRouter
 from router_core.wire.control import PauseMode
 
@@ -83,12 +83,8 @@ def continue_(router: TokenizerRouter, args: ContinueArgs, reply_to: ReplyTo) ->
 def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
     """Stop one worker admitting requests; it reports ``drained`` once empty."""
     record = _worker(router, args.worker_id)
-    if record.state not in ("draining", "drained") and not router.registry.transition(
-        record, "draining"
-    ):
+    if not router.registry.command_drain(record):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
-    record.drain_requested = True
-    record.undrain_requested = False
     router.send_drain(record, drain=True)
     return record.view(time.monotonic())
 
@@ -96,11 +92,9 @@ def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
 def undrain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
     """Let a draining or drained worker admit requests again."""
     record = _worker(router, args.worker_id)
-    if record.state not in ("draining", "drained"):
+    resume: WorkerState = "paused" if router.barrier.state.paused else "serving"
+    if not router.registry.command_undrain(record, resume):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
-    record.drain_requested = False
-    record.undrain_requested = True
-    router.registry.transition(record, "paused" if router.barrier.state.paused else "serving")
     router.send_drain(record, drain=False)
     return record.view(time.monotonic())
 

@@ -215,8 +215,8 @@ class TestCrossingDrainCommands:
     def test_serving_heartbeat_crossing_a_drain_keeps_it(self) -> None:
         """After a drain command, a heartbeat still saying serving leaves the record draining."""
         registry, record = self._serving()
-        registry.transition(record, "draining")
-        record.drain_requested = True
+        assert registry.command_drain(record)
+        assert record.state == "draining"
         registry.heartbeat(Heartbeat(worker_id="w1", state="serving"), now=1.0)
         assert record.state == "draining"
         registry.heartbeat(Heartbeat(worker_id="w1", state="drained"), now=1.5)
@@ -227,12 +227,12 @@ class TestCrossingDrainCommands:
         until the worker confirms it admits again."""
         registry, record = self._serving()
         registry.transition(record, "drained")
-        record.undrain_requested = True
-        registry.transition(record, "serving")
+        assert registry.command_undrain(record, "serving")
+        assert record.state == "serving"
         registry.heartbeat(Heartbeat(worker_id="w1", state="drained"), now=1.0)
         assert record.state == "serving"
         registry.heartbeat(Heartbeat(worker_id="w1", state="serving"), now=1.5)
-        assert not record.undrain_requested
+        assert record.drain_command is None
         registry.heartbeat(Heartbeat(worker_id="w1", state="draining"), now=2.0)
         assert record.state == "draining"
 
