@@ -136,8 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     from switchboard.detokenizer.cli import add_parser as add_detokenizer
+    from switchboard.supervisor.cli import add_parser as add_up
+    from switchboard.worker.cli import add_parser as add_worker
 
     add_detokenizer(sub, _add_common)
+    add_worker(sub, _add_common)
+    add_up(sub)
 
     ctl = sub.add_parser("ctl", help="send one control command and print the JSON result")
     ctl.add_argument("--endpoint", required=True, help="the control endpoint")
@@ -146,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument("args", nargs="*", help="key=value arguments (values parsed as JSON)")
 
     bench = sub.add_parser("bench", help="run a benchmark")
-    bench.add_argument("suite", choices=("router",))
+    bench.add_argument("suite", choices=("router", "e2e"))
     bench.add_argument("--quick", action="store_true", help="short run (under 60 s)")
     bench.add_argument("--json", dest="json_path", help="write the results here")
     return parser
@@ -320,8 +324,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             from switchboard.detokenizer.cli import build as build_detokenizer
 
             return _serve(build_detokenizer(args), args)
+        if args.command == "worker":
+            from switchboard.worker.cli import run as run_worker
+
+            return run_worker(args)
+        if args.command == "up":
+            from switchboard.supervisor.cli import run as run_up
+
+            return run_up(args)
         if args.command == "ctl":
             return _ctl(args)
+        if args.command == "bench" and args.suite == "e2e":
+            from switchboard.bench.e2e import run_e2e_bench
+
+            return run_e2e_bench(quick=args.quick, json_path=args.json_path)
         if args.command == "bench":
             from switchboard.bench.router import run_router_bench
 

@@ -101,6 +101,10 @@ class BatchTokenIDOutput(_GenerationColumns, kw_only=True):
     skip_special_tokens: list[bool] | None = None
     spaces_between_special_tokens: list[bool] | None = None
     no_stop_trim: list[bool] | None = None
+    #: Switchboard extension: characters the detokenizer holds back so that a stop string
+    #: spanning steps can still be trimmed (the longest stop string's length minus one,
+    #: 0 without stop strings). Absent: the detokenizer's own default.
+    stop_holdback: list[int] | None = None
 
 
 class BatchStrOutput(_GenerationColumns, kw_only=True):

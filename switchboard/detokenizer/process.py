@@ -1,7 +1,8 @@
 """The detokenizer process: a PULL bound at its endpoint, text batches out.
 
-It receives what the detokenizer router sends it (``TOKEN_BATCH``, ``FREEZE_GC``,
-``IDLE``), turns every token row into a text row with a
+It receives what the detokenizer router sends it (``TOKEN_BATCH``, ``EMBEDDING_BATCH``,
+``FREEZE_GC``, ``IDLE``), passes embedding rows on untouched, turns every token row into
+a text row with a
 :class:`~switchboard.detokenizer.rows.RowDetokenizer`, and sends the text rows on: by
 default straight to the owning workers' return addresses, one ``STR_BATCH`` per worker
 (``outputs_to="workers"``), or all of them in one message to the tokenizer router's
@@ -23,13 +24,18 @@ import zmq
 
 from router_core.counters import Counters
 from router_core.destinations import DestinationSet
-from router_core.inbound import BoundSockets, drain
+from router_core.inbound import BoundSockets, drain, regroup
 from router_core.loop import PollLoop
 from router_core.transport import DEFAULT_HWM, FrameLike
 from router_core.wire import Header, Kind, WireError
 from router_core.wire.codec import decode_payload, frame_batch
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
-from router_core.wire.split import BatchShapeError, check_batch_shape, combine_rows
+from router_core.wire.split import (
+    BatchShapeError,
+    check_batch_shape,
+    combine_rows,
+    group_by_destination,
+)
 from switchboard.detokenizer.rows import RowDetokenizer
 from switchboard.text import Tokenizer, load_tokenizer
 
@@ -145,6 +151,8 @@ class Detokenizer:
         kind = header.kind
         if kind is Kind.TOKEN_BATCH:
             self._on_tokens(header, frames)
+        elif kind is Kind.EMBEDDING_BATCH:
+            self._pass_through(header, frames)
         elif kind is Kind.FREEZE_GC:
             gc.freeze()
             self.counters.add("freeze_gc", "applied")
@@ -168,6 +176,18 @@ class Detokenizer:
         else:
             for owner, group in by_owner.items():
                 self._send(owner, group, header)
+
+    def _pass_through(self, header: Header, frames: list[FrameLike]) -> None:
+        """Embedding rows have no text to make: hand them on untouched, split per owner."""
+        assert self._destinations is not None
+        if self.settings.outputs_to == "router":
+            assert self.settings.router_outputs is not None
+            groups = {self.settings.router_outputs: list(range(len(header.rids)))}
+        else:
+            groups = group_by_destination(header.reply_to)
+        for destination, rows in groups.items():
+            if self._destinations.send(destination, regroup(header, frames, rows)):
+                self.counters.add("sent_rows", "embedding", len(rows))
 
     def _decode_row(self, rid: str, frame: FrameLike) -> BatchTokenIDOutput | None:
         data = frame.buffer if isinstance(frame, zmq.Frame) else frame

@@ -4,9 +4,11 @@ A :class:`RowDetokenizer` keeps one :class:`~switchboard.text.IncrementalDetoken
 ``(owner, rid)`` and turns each ``BatchTokenIDOutput`` row's new ``output_ids`` into the
 new text of that step. Rows carry no stop strings (the engine applies them and reports
 the match in ``finished_reasons``), so the matched string is trimmed when the finishing
-row arrives. A stop string usually spans several steps, so the last ``holdback_chars``
-characters of a request's text are held back until more text arrives or the request
-finishes; a match that starts further back than that can no longer be taken back and is
+row arrives. A stop string usually spans several steps, so the last characters of a
+request's text are held back until more text arrives or the request finishes: as many as
+the row's ``stop_holdback`` says (the longest stop string's length minus one, so a request
+without stop strings streams with no delay), or ``holdback_chars`` when an engine does not
+send that column; a match that starts further back than that can no longer be taken back and is
 counted (``stop_trim_late``). A stop token id is trimmed by the incremental detokenizer.
 State is forgotten when a request finishes and evicted when it is not updated for
 ``ttl_s`` seconds or when more than ``max_states`` requests are open (oldest first).
@@ -100,6 +102,7 @@ class RowDetokenizer:
             skip_special_tokens=bool(_first(row.skip_special_tokens, True)),
             spaces_between_special_tokens=bool(_first(row.spaces_between_special_tokens, True)),
             no_stop_trim=bool(_first(row.no_stop_trim, False)),
+            holdback_chars=_first(row.stop_holdback, None),
             now=now,
         )
         return str_row(row, owner, text)
@@ -113,9 +116,14 @@ class RowDetokenizer:
         skip_special_tokens: bool = True,
         spaces_between_special_tokens: bool = True,
         no_stop_trim: bool = False,
+        holdback_chars: int | None = None,
         now: float = 0.0,
     ) -> str:
-        """The new text of one step of request ``key``; forgets it when ``finished``."""
+        """The new text of one step of request ``key``; forgets it when ``finished``.
+
+        ``holdback_chars`` is the request's own hold-back window (the row's
+        ``stop_holdback``); None means the detokenizer's default.
+        """
         state = self._states.pop(key, None)
         if state is None:
             detokenizer = IncrementalDetokenizer(
@@ -138,7 +146,8 @@ class RowDetokenizer:
         state.updated = now
         self._states[key] = state
         buffer = state.held + text
-        cut = max(0, len(buffer) - self.holdback_chars)
+        window = self.holdback_chars if holdback_chars is None else max(0, holdback_chars)
+        cut = max(0, len(buffer) - window)
         released, state.held = buffer[:cut], buffer[cut:]
         if released:
             state.tail = (state.tail + released)[-TAIL_CHARS:]

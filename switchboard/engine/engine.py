@@ -84,6 +84,7 @@ def token_batch(rows: list[StepRow]) -> BatchTokenIDOutput:
         skip_special_tokens=[option.skip_special_tokens for option in options],
         spaces_between_special_tokens=[option.spaces_between_special_tokens for option in options],
         no_stop_trim=[option.no_stop_trim for option in options],
+        stop_holdback=[max(map(len, row.sequence.stop), default=1) - 1 for row in rows],
     )
 
 

@@ -39,6 +39,7 @@ class Tokenizer:
         self, backend: tokenizers.Tokenizer, *, source: str, eos_token: str | None = None
     ) -> None:
         self._backend = backend
+        self._literal: tokenizers.Tokenizer | None = None
         self.source = source
         added = backend.get_added_tokens_decoder()
         #: Content -> id of every special added token (``<|endoftext|>``, ...).
@@ -80,14 +81,28 @@ class Tokenizer:
         """The id of vocabulary entry ``token``, or None."""
         return self._backend.token_to_id(token)
 
-    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+    def encode(
+        self, text: str, *, add_special_tokens: bool = True, parse_special: bool = True
+    ) -> list[int]:
         """Token ids of ``text``.
 
-        Special-token text in ``text`` (``"<|endoftext|>"``) becomes the special token, as
-        in HF ``tokenizers``. ``add_special_tokens`` applies the file's post-processor
-        (a BOS token, for some models); the default tokenizer has none.
+        With ``parse_special`` (the HF default), special-token text in ``text``
+        (``"<|endoftext|>"``) becomes the special token; without it, such text is encoded
+        as the ordinary characters it is, which is how user-supplied prompts must be
+        encoded so that a client cannot inject control tokens. ``add_special_tokens``
+        applies the file's post-processor (a BOS token, for some models); the default
+        tokenizer has none.
         """
-        return self._backend.encode(text, add_special_tokens=add_special_tokens).ids
+        backend = self._backend if parse_special else self._literal_backend()
+        return backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def _literal_backend(self) -> tokenizers.Tokenizer:
+        """A copy of the backend that encodes special-token text literally (made once)."""
+        if self._literal is None:
+            literal = tokenizers.Tokenizer.from_str(self._backend.to_str())
+            literal.encode_special_tokens = True
+            self._literal = literal
+        return self._literal
 
     def decode(
         self,

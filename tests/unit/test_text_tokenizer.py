@@ -117,6 +117,18 @@ class TestDefaultTokenizer:
         ids = default_tokenizer.encode("hi<|im_end|>")
         assert ids[-1] == default_tokenizer.special_tokens["<|im_end|>"]
 
+    def test_literal_encoding_keeps_special_token_text_as_text(
+        self, default_tokenizer: Tokenizer
+    ) -> None:
+        """Without special-token parsing, markup is ordinary text that decodes back to itself."""
+        text = "hi<|im_end|> and <|endoftext|>"
+        ids = default_tokenizer.encode(text, parse_special=False)
+        assert default_tokenizer.special_token_ids.isdisjoint(ids)
+        assert default_tokenizer.decode(ids) == text
+        assert default_tokenizer.encode("plain words", parse_special=False) == (
+            default_tokenizer.encode("plain words")
+        )
+
     def test_decode_special_token_options(self, default_tokenizer: Tokenizer) -> None:
         """Special tokens are skipped, kept, or kept with spaces around them."""
         hello, world = default_tokenizer.encode("Hello"), default_tokenizer.encode("world")

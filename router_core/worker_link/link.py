@@ -1,0 +1,430 @@
+"""The worker link: what an HTTP worker uses to take part in a Switchboard stack.
+
+A worker binds one PULL at its return address, where the router and the detokenizers
+send it everything (registration replies, pause broadcasts, drain commands, load
+snapshots, output rows), and connects two PUSHes to the tokenizer router: ``requests``
+(generate, embed, abort) and ``workers`` (registration, heartbeats, acknowledgements,
+deregistration). :class:`WorkerLink` owns the three sockets and runs two tasks on the
+caller's asyncio loop: a reader that applies inbound messages, and a timer that
+registers until accepted and heartbeats at the interval the router names (and at once on
+every change of state).
+
+Serving a request::
+
+    await link.wait_admission()            # waits while paused; raises when draining
+    with link.open_stream(rid) as stream:  # in flight from here; aborted if left early
+        await link.send_request(Kind.GENERATE, request)
+        while not stream.finished:
+            row = await stream.next_row()
+
+One event loop uses a link; it is not thread-safe. Inbound messages that break the
+protocol are counted in ``link.counters`` under ``rejected`` and skipped, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Final
+
+import msgspec
+import zmq
+
+from router_core.counters import Counters
+from router_core.inbound import BUDGET
+from router_core.transport import (
+    FrameLike,
+    MalformedMessage,
+    bind,
+    close_bound,
+    connect,
+    recv_message,
+    send_frames,
+)
+from router_core.wire import BATCH_KINDS, Kind, WireError, decode_header, decode_payload
+from router_core.wire.codec import Frames, frame_message
+from router_core.wire.control import (
+    DrainCommand,
+    LoadSnapshot,
+    PauseContinueBroadcast,
+    RegistrationReply,
+)
+from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
+from router_core.worker_link.session import WorkerIdentity, WorkerSession
+from router_core.worker_link.settings import WorkerLinkSettings
+from router_core.worker_link.streams import OutputRow, ResponseStream
+
+__all__ = ["AdmissionRefused", "RouterUnavailable", "WorkerLink"]
+
+logger = logging.getLogger(__name__)
+
+#: Kinds whose single payload the session applies.
+_CONTROL_KINDS: Final = frozenset(
+    {Kind.REGISTER_REPLY, Kind.PAUSE_BROADCAST, Kind.DRAIN, Kind.LOAD, Kind.FREEZE_GC}
+)
+
+
+class AdmissionRefused(Exception):
+    """A request cannot be admitted; ``reason`` is ``draining``, ``stopping`` or
+    ``not_registered`` (the router did not accept the worker within the wait)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RouterUnavailable(Exception):
+    """The router did not take a request within ``send_timeout_s`` (it is down or full)."""
+
+
+class WorkerLink:
+    """A worker's three sockets and its session; opened by :meth:`open` or ``async with``."""
+
+    def __init__(self, settings: WorkerLinkSettings, identity: WorkerIdentity) -> None:
+        if identity.address != settings.address:
+            raise ValueError("identity.address must be the settings' address")
+        self.settings = settings
+        self.session = WorkerSession(identity)
+        self.counters = Counters()
+        self._streams: dict[str, ResponseStream] = {}
+        self._admission = asyncio.Event()
+        self._state_changed = asyncio.Event()
+        self._context: zmq.Context[zmq.Socket[bytes]] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inbox_fd: int | None = None
+        self._inbox: zmq.Socket[bytes] | None = None
+        self._requests: zmq.Socket[bytes] | None = None
+        self._control: zmq.Socket[bytes] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._reported_state = ""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> WorkerLink:
+        """Bind the inbox, connect to the router and start registering.
+
+        Raises ``EndpointError`` for an endpoint the loopback rule refuses and
+        ``zmq.ZMQError`` when binding fails.
+        """
+        if self._context is not None:
+            raise RuntimeError("the worker link is already open")
+        s = self.settings
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        try:
+            self._inbox = bind(context, zmq.PULL, s.address, hwm=s.hwm, allow_remote=s.allow_remote)
+            self._requests = connect(context, zmq.PUSH, s.requests_endpoint, hwm=s.hwm)
+            # Long enough for the deregistration to leave on close.
+            self._control = connect(
+                context, zmq.PUSH, s.workers_endpoint, hwm=s.hwm, linger_ms=1000
+            )
+        except BaseException:
+            self._close_sockets(context)
+            raise
+        self._context = context
+        self._loop = asyncio.get_running_loop()
+        # ZMQ_FD is edge-triggered: it signals when the socket's events may have changed,
+        # so the reader drains until EAGAIN (or reschedules itself) every time it runs.
+        fd = int(self._inbox.getsockopt(zmq.FD))
+        self._inbox_fd = fd
+        self._loop.add_reader(fd, self._read_ready)
+        self._loop.call_soon(self._read_ready)
+        self._tasks = [asyncio.create_task(self._keep_registered(), name="worker-link-timer")]
+        return self
+
+    def begin_stopping(self) -> None:
+        """Refuse new requests from now on and report ``draining``; in-flight ones go on.
+
+        Call from the loop's thread (from a signal handler, via ``call_soon_threadsafe``).
+        """
+        self.session.stopping = True
+        self._admission.set()
+        self._report_state_change()
+
+    async def close(self, reason: str = "shutdown") -> None:
+        """Deregister, end every open stream as aborted, and close; safe to call twice."""
+        context, self._context = self._context, None
+        if context is None:
+            return
+        self.session.stopping = True
+        self._admission.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self.session.registered:
+            self._send_control(self.session.deregistration(reason))
+        for stream in list(self._streams.values()):
+            stream.close({"type": "abort", "message": "worker shutting down"})
+        self._close_sockets(context)
+
+    def _close_sockets(self, context: zmq.Context[zmq.Socket[bytes]]) -> None:
+        if self._loop is not None and self._inbox_fd is not None:
+            self._loop.remove_reader(self._inbox_fd)
+        self._inbox_fd = None
+        if self._inbox is not None:
+            close_bound(self._inbox, self.settings.address)
+        for sock in (self._requests, self._control):
+            if sock is not None:
+                sock.close()
+        self._inbox = self._requests = self._control = None
+        context.term()
+
+    async def __aenter__(self) -> WorkerLink:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def load(self) -> LoadSnapshot | None:
+        """The newest engine load snapshot the router forwarded (no round trip)."""
+        return self.session.load
+
+    @property
+    def inflight(self) -> int:
+        """Requests admitted and not yet finished."""
+        return len(self.session.inflight)
+
+    def status(self) -> dict[str, Any]:
+        """State, pause mode, in-flight count, latest load and counters, as plain data."""
+        session = self.session
+        return {
+            "worker_id": session.worker_id,
+            "address": session.identity.address,
+            "state": session.state,
+            "registered": session.registered,
+            "paused": session.paused,
+            "pause_mode": session.pause_mode,
+            "draining": session.draining,
+            "inflight": len(session.inflight),
+            "load": None if session.load is None else msgspec.to_builtins(session.load),
+            "counters": self.counters.snapshot(),
+        }
+
+    # ------------------------------------------------------------------ requests
+
+    async def wait_admission(self) -> None:
+        """Return once a new request may be sent; wait while paused, without a limit.
+
+        Raises :class:`AdmissionRefused` at once when draining or stopping (also when
+        draining starts during the wait), and with ``not_registered`` when the router has
+        not accepted this worker within ``settings.register_wait_s``.
+        """
+        session = self.session
+        deadline = time.monotonic() + self.settings.register_wait_s
+        while not session.admitting:
+            if session.stopping:
+                raise AdmissionRefused("stopping")
+            if session.draining:
+                raise AdmissionRefused("draining")
+            self._admission.clear()
+            if session.registered:
+                await self._admission.wait()
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AdmissionRefused("not_registered")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._admission.wait(), remaining)
+
+    @contextlib.contextmanager
+    def open_stream(self, rid: str) -> Iterator[ResponseStream]:
+        """Count ``rid`` in flight and route its rows to the yielded stream.
+
+        On exit the request leaves the in-flight set; if its stream has not finished (the
+        client went away, or an error), an ABORT is sent so the engine stops it. Raises
+        ``ValueError`` if ``rid`` is already in flight here.
+        """
+        if rid in self._streams:
+            raise ValueError(f"request id {rid!r} is already in flight")
+        stream = ResponseStream(rid)
+        self._streams[rid] = stream
+        self.session.inflight.add(rid)
+        try:
+            yield stream
+        finally:
+            del self._streams[rid]
+            self.session.inflight.discard(rid)
+            if not stream.finished and self._context is not None:
+                self.abort(rid)
+            self._report_state_change()
+
+    async def send_request(
+        self,
+        kind: Kind,
+        request: GenerateRequest | EmbeddingRequest,
+        *,
+        traceparent: str = "",
+        tracestate: str = "",
+    ) -> None:
+        """Send a GENERATE or EMBED request; wait (up to ``send_timeout_s``) while the
+        router cannot take it. Raises :class:`RouterUnavailable` at the deadline."""
+        frames = frame_message(
+            kind,
+            request,
+            rids=[request.rid],
+            reply_to=[self.settings.address],
+            traceparent=traceparent,
+            tracestate=tracestate,
+        )
+        sock = self._requests
+        if sock is None:
+            raise RouterUnavailable("the worker link is closed")
+        if send_frames(sock, frames):
+            self.counters.add("requests_sent", kind.name.lower())
+            return
+        # Backpressure is rare (the router reads requests as fast as the engine takes
+        # them), so waiting polls with a growing pause instead of watching the socket.
+        deadline = time.monotonic() + self.settings.send_timeout_s
+        pause = 0.001
+        while time.monotonic() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)
+            if self._context is None:  # closed while waiting
+                break
+            if send_frames(sock, frames):
+                self.counters.add("requests_sent", kind.name.lower())
+                return
+        self.counters.add("request_send_failed", "router_unavailable")
+        raise RouterUnavailable(f"the router did not take {request.rid!r} in time")
+
+    def abort(self, rid: str) -> None:
+        """Ask the engine to stop ``rid`` (best effort: dropped and counted if full)."""
+        frames = frame_message(
+            Kind.ABORT, AbortRequest(rid=rid), rids=[rid], reply_to=[self.settings.address]
+        )
+        if self._requests is not None and send_frames(self._requests, frames):
+            self.counters.add("aborts_sent", "client")
+        else:
+            self.counters.add("dropped", "abort")
+
+    # ------------------------------------------------------------------ inbound
+
+    def _read_ready(self) -> None:
+        """Apply up to ``BUDGET`` waiting messages; reschedule if more may be waiting."""
+        sock = self._inbox
+        if sock is None:
+            return
+        for _ in range(BUDGET):
+            try:
+                frames = recv_message(sock)
+            except zmq.Again:
+                # Reading ZMQ_EVENTS re-arms the edge-triggered FD; a message that slipped
+                # in meanwhile would otherwise wait for the next one.
+                if not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                    return
+                continue
+            except MalformedMessage as exc:
+                self.counters.add("rejected", exc.reason)
+                continue
+            self._on_message(frames)
+        # A flood: let the request handlers run, then carry on draining.
+        assert self._loop is not None
+        self._loop.call_soon(self._read_ready)
+
+    def _on_message(self, frames: list[FrameLike]) -> None:
+        try:
+            header = decode_header(_buffer(frames[0]))
+        except WireError as exc:
+            self.counters.add("rejected", exc.reason)
+            return
+        if header.kind in BATCH_KINDS:
+            if len(frames) != len(header.rids) + 1:
+                self.counters.add("rejected", "frame_count")
+                return
+            for rid, frame in zip(header.rids, frames[1:], strict=True):
+                self._on_row(header.kind, rid, frame)
+            return
+        if header.kind not in _CONTROL_KINDS or len(frames) != 2:
+            self.counters.add("rejected", "unexpected_kind" if len(frames) == 2 else "frame_count")
+            return
+        try:
+            payload = decode_payload(header.kind, _buffer(frames[1]))
+        except WireError as exc:
+            self.counters.add("rejected", exc.reason)
+            return
+        self._apply(payload)
+
+    def _apply(self, payload: msgspec.Struct) -> None:
+        session = self.session
+        replies: list[Frames] = []
+        if isinstance(payload, RegistrationReply):
+            replies = session.on_registration_reply(payload)
+            self.counters.add("registration_replies", "accepted" if payload.accepted else "refused")
+        elif isinstance(payload, PauseContinueBroadcast):
+            replies = session.on_pause_broadcast(payload)
+            self.counters.add("pause_broadcasts", "pause" if payload.is_pause else "continue")
+        elif isinstance(payload, DrainCommand):
+            session.on_drain(payload)
+            self.counters.add("drain_commands", "drain" if payload.drain else "undrain")
+        elif isinstance(payload, LoadSnapshot):
+            session.on_load(payload)
+            return
+        else:  # FreezeGC
+            self.counters.add("freeze_gc", "received")
+            return
+        for frames in replies:
+            self._send_control(frames)
+        self._admission.set()
+        self._report_state_change()
+
+    def _on_row(self, kind: Kind, rid: str, frame: FrameLike) -> None:
+        stream = self._streams.get(rid)
+        if stream is None:
+            self.counters.add("dropped", "unknown_request")
+            return
+        try:
+            row: Any = decode_payload(kind, _buffer(frame))
+        except WireError as exc:
+            self.counters.add("rejected", exc.reason)
+            return
+        if not isinstance(row, OutputRow) or row.rids != [rid]:
+            self.counters.add("rejected", "bad_row")
+            return
+        stream.put(row)
+
+    # ------------------------------------------------------------------ outbound control
+
+    def _send_control(self, frames: Frames) -> None:
+        if self._control is None or not send_frames(self._control, frames):
+            self.counters.add("dropped", "control")
+
+    def _report_state_change(self) -> None:
+        """Heartbeat at once when the reported state changed (e.g. draining -> drained)."""
+        if self.session.registered and self.session.state != self._reported_state:
+            self._state_changed.set()
+
+    async def _keep_registered(self) -> None:
+        session = self.session
+        next_beat = 0.0
+        while True:
+            now = time.monotonic()
+            if not session.registered:
+                self._send_control(session.registration())
+                wait = self.settings.register_retry_s
+            else:
+                if now >= next_beat or session.state != self._reported_state:
+                    self._reported_state = session.state
+                    self._send_control(session.heartbeat())
+                    next_beat = now + session.heartbeat_interval_s
+                wait = max(0.0, next_beat - now)
+            self._state_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._state_changed.wait(), wait)
+
+
+def _buffer(frame: FrameLike) -> bytes | memoryview:
+    return frame.buffer if isinstance(frame, zmq.Frame) else frame

@@ -1,0 +1,51 @@
+"""How a worker link connects: its return address and the router's endpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from router_core.endpoints import RouterEndpoints, check_endpoint, worker_address
+from router_core.transport import DEFAULT_HWM
+
+__all__ = ["WorkerLinkSettings"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerLinkSettings:
+    """Endpoints and limits of one worker's link.
+
+    ``address`` is the PULL the worker binds (its identity on the wire);
+    ``requests_endpoint`` and ``workers_endpoint`` are the router's two PULLs.
+    """
+
+    address: str
+    requests_endpoint: str
+    workers_endpoint: str
+    hwm: int = DEFAULT_HWM
+    #: Resend a registration that got no reply within this long.
+    register_retry_s: float = 1.0
+    #: How long a request waits for admission while the router has not accepted us.
+    register_wait_s: float = 10.0
+    #: How long a request send waits while the router cannot take it.
+    send_timeout_s: float = 30.0
+    allow_remote: bool = False
+
+    def __post_init__(self) -> None:
+        for endpoint in (self.address, self.requests_endpoint, self.workers_endpoint):
+            check_endpoint(endpoint, allow_remote=self.allow_remote)
+        if self.hwm <= 0:
+            raise ValueError("hwm must be positive (bounded queues)")
+        if min(self.register_retry_s, self.register_wait_s, self.send_timeout_s) <= 0:
+            raise ValueError("register_retry_s, register_wait_s and send_timeout_s must be > 0")
+
+    @classmethod
+    def in_run_dir(cls, run_dir: str | Path, worker_id: str, **limits: float) -> WorkerLinkSettings:
+        """The default layout: the worker's and the router's ``ipc://`` paths in ``run_dir``."""
+        router = RouterEndpoints.in_run_dir(run_dir)
+        return cls(
+            address=worker_address(run_dir, worker_id),
+            requests_endpoint=router.requests,
+            workers_endpoint=router.workers,
+            **limits,  # type: ignore[arg-type]
+        )

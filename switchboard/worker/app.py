@@ -1,0 +1,59 @@
+"""``create_app``: one worker's FastAPI application, its lifespan owning the worker link."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from router_core.worker_link import WorkerIdentity, WorkerLink
+from switchboard.text import Tokenizer
+from switchboard.worker import native, openai_api
+from switchboard.worker.errors import install_error_handlers
+from switchboard.worker.generation import Generation
+from switchboard.worker.middleware import AssumeJson, BodySizeLimit
+from switchboard.worker.settings import WorkerSettings
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: WorkerSettings, tokenizer: Tokenizer) -> FastAPI:
+    """The worker's app; its lifespan opens the link (registering with the router) and
+    closes it (deregistering) after the last request. No I/O happens before startup."""
+    identity = WorkerIdentity(
+        settings.worker_id,
+        settings.link.address,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        version=settings.version,
+        started_ns=time.time_ns(),
+    )
+    link = WorkerLink(settings.link, identity)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await link.open()
+        try:
+            yield
+        finally:
+            await link.close()
+
+    app = FastAPI(
+        title="Switchboard worker",
+        version=settings.version or "dev",
+        summary="SGLang-native and OpenAI-compatible generation over a Switchboard router",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.link = link
+    app.state.generation = Generation(link, tokenizer, settings)
+    install_error_handlers(app, link.counters, settings.retry_after_s)
+    app.add_middleware(AssumeJson)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, counters=link.counters)
+    app.include_router(native.router)
+    app.include_router(openai_api.router)
+    return app

@@ -1,0 +1,95 @@
+"""How the worker answers what it cannot serve: one JSON error shape, counted by reason.
+
+Every error body is OpenAI's ``{"error": {"message", "type", "param", "code"}}``, which
+SGLang's native endpoints also use. A draining or stopping worker answers 503 with
+``Retry-After``; bad input answers 400 (never 422), an unknown model 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from router_core.counters import Counters
+from router_core.worker_link import AdmissionRefused, RouterUnavailable
+from switchboard.worker.generation import PromptError, RequestAborted
+
+__all__ = ["ModelNotFound", "error_body", "install_error_handlers"]
+
+
+class ModelNotFound(LookupError):
+    """The request names a model this worker does not serve."""
+
+
+def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
+    """The JSON error body."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _validation_message(error: RequestValidationError) -> tuple[str, str | None]:
+    problems = []
+    param = None
+    for problem in error.errors():
+        location = [str(part) for part in problem.get("loc", ()) if part != "body"]
+        if param is None and location:
+            param = location[0]
+        where = ".".join(location) or "body"
+        problems.append(f"{where}: {problem.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request", param
+
+
+def install_error_handlers(app: FastAPI, counters: Counters, retry_after_s: int) -> None:
+    """Map the worker's exceptions to responses, counting each under ``http_rejected``."""
+
+    def reject(reason: str, status: int, body: dict[str, Any], **headers: str) -> JSONResponse:
+        counters.add("http_rejected", reason)
+        return JSONResponse(body, status_code=status, headers=headers or None)
+
+    async def on_validation(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        message, param = _validation_message(error)
+        body = error_body(message, "invalid_request_error", 400, param)
+        return reject("invalid_request", 400, body)
+
+    async def on_prompt(request: Request, error: Exception) -> JSONResponse:
+        return reject("invalid_prompt", 400, error_body(str(error), "invalid_request_error", 400))
+
+    async def on_model(request: Request, error: Exception) -> JSONResponse:
+        body = error_body(str(error), "invalid_request_error", 404, "model")
+        body["error"]["code"] = "model_not_found"
+        return reject("model_not_found", 404, body)
+
+    async def on_admission(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, AdmissionRefused)
+        retry = retry_after_s if error.reason != "not_registered" else 1
+        message = {
+            "draining": "this worker is draining; retry on another worker",
+            "stopping": "this worker is shutting down; retry on another worker",
+        }.get(error.reason, "this worker is not registered with the router yet")
+        body = error_body(message, "service_unavailable", 503)
+        return reject(error.reason, 503, body, **{"Retry-After": str(retry)})
+
+    async def on_router(request: Request, error: Exception) -> JSONResponse:
+        body = error_body(str(error), "service_unavailable", 503)
+        return reject("router_unavailable", 503, body, **{"Retry-After": "1"})
+
+    async def on_aborted(request: Request, error: Exception) -> JSONResponse:
+        body = error_body(str(error), "service_unavailable", 503)
+        return reject("aborted", 503, body, **{"Retry-After": str(retry_after_s)})
+
+    async def on_http(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        body = error_body(str(error.detail), "invalid_request_error", error.status_code)
+        return reject(f"http_{error.status_code}", error.status_code, body)
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(PromptError, on_prompt)
+    app.add_exception_handler(ModelNotFound, on_model)
+    app.add_exception_handler(AdmissionRefused, on_admission)
+    app.add_exception_handler(RouterUnavailable, on_router)
+    app.add_exception_handler(RequestAborted, on_aborted)
+    app.add_exception_handler(StarletteHTTPException, on_http)

@@ -1,0 +1,303 @@
+"""Between HTTP and the link: prompts in, text chunks and embeddings out.
+
+:class:`Generation` turns validated prompts into ``GenerateRequest``/``EmbeddingRequest``
+messages, waits for admission (paused: wait; draining: refused), sends them, and turns
+each request's output rows into :class:`TextChunk` s or an :class:`EmbeddingResult`.
+Leaving a stream early (the client went away) aborts the request in the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncGenerator, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from router_core.wire import Kind
+from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
+from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
+from router_core.worker_link import OutputRow, WorkerLink, finish_reason_of
+from switchboard.text import Tokenizer
+from switchboard.worker.settings import WorkerSettings
+
+__all__ = [
+    "EmbeddingResult",
+    "Generation",
+    "Prompt",
+    "PromptError",
+    "RequestAborted",
+    "TextChunk",
+    "TextResult",
+    "merge_streams",
+    "run_all",
+]
+
+T = TypeVar("T")
+
+
+class PromptError(ValueError):
+    """A request the worker refuses before sending it (answered with 400)."""
+
+
+class RequestAborted(Exception):
+    """The engine aborted a request whose answer cannot be partial (answered with 503)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One tokenized prompt; ``text`` is None when the client sent token ids."""
+
+    ids: list[int]
+    text: str | None = None
+
+
+@dataclass(slots=True)
+class TextChunk:
+    """New text of one request since the previous chunk, with its running counts."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    finish_reason: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class TextResult:
+    """A finished generation."""
+
+    rid: str
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    finish_reason: dict[str, Any] | None
+    latency_s: float
+
+
+@dataclass(slots=True)
+class EmbeddingResult:
+    """A finished embedding; ``embedding`` is empty when it was aborted."""
+
+    rid: str
+    embedding: list[float]
+    prompt_tokens: int
+    finish_reason: dict[str, Any] | None
+
+
+def _first(column: Sequence[Any] | None, default: Any) -> Any:
+    if not column or column[0] is None:
+        return default
+    return column[0]
+
+
+def _chunk(rows: Sequence[OutputRow]) -> TextChunk:
+    """One chunk of the text rows ``rows`` (consecutive rows of one request)."""
+    text = "".join(_first(row.output_strs, "") for row in rows if isinstance(row, BatchStrOutput))
+    last = rows[-1]
+    return TextChunk(
+        text=text,
+        prompt_tokens=_first(last.prompt_tokens, 0),
+        completion_tokens=_first(getattr(last, "completion_tokens", None), 0),
+        cached_tokens=_first(last.cached_tokens, 0),
+        finish_reason=finish_reason_of(last),
+    )
+
+
+class Generation:
+    """The worker's requests to the engine, over one :class:`WorkerLink`."""
+
+    def __init__(self, link: WorkerLink, tokenizer: Tokenizer, settings: WorkerSettings) -> None:
+        self.link = link
+        self.tokenizer = tokenizer
+        self.settings = settings
+
+    # ------------------------------------------------------------------ prompts
+
+    def prompts(self, source: str | list[str] | list[int] | list[list[int]]) -> list[Prompt]:
+        """The prompts in ``source``: a text, texts, token ids or lists of token ids.
+
+        User text is encoded with special-token parsing off, so markup such as
+        ``<|endoftext|>`` in a prompt is text, never a control token. Raises
+        :class:`PromptError` for an empty batch, an empty prompt or an unknown token id.
+        """
+        if isinstance(source, str):
+            return [self._text_prompt(source)]
+        if not source:
+            raise PromptError("the prompt list is empty")
+        if all(isinstance(item, int) for item in source):
+            return [self._id_prompt(source)]  # type: ignore[arg-type]
+        return [
+            self._text_prompt(item) if isinstance(item, str) else self._id_prompt(item)  # type: ignore[arg-type]
+            for item in source
+        ]
+
+    def _text_prompt(self, text: str) -> Prompt:
+        ids = self.tokenizer.encode(text, parse_special=False)
+        if not ids:
+            raise PromptError("the prompt is empty")
+        return Prompt(ids=ids, text=text)
+
+    def _id_prompt(self, ids: list[int]) -> Prompt:
+        if not ids:
+            raise PromptError("the prompt is empty")
+        vocab = self.tokenizer.vocab_size
+        bad = next((token for token in ids if not 0 <= token < vocab), None)
+        if bad is not None:
+            raise PromptError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})")
+        return Prompt(ids=list(ids))
+
+    def check_length(self, prompt: Prompt, max_new_tokens: int) -> None:
+        """Refuse a request whose prompt plus output exceeds the context length."""
+        limit = self.settings.context_length
+        if len(prompt.ids) + max_new_tokens > limit:
+            raise PromptError(
+                f"the prompt ({len(prompt.ids)} tokens) plus max_new_tokens "
+                f"({max_new_tokens}) exceeds the context length of {limit} tokens"
+            )
+
+    # ------------------------------------------------------------------ requests
+
+    @staticmethod
+    def new_rid() -> str:
+        """A fresh request id."""
+        return uuid.uuid4().hex
+
+    async def stream_text(
+        self, prompt: Prompt, params: SamplingParams, rid: str
+    ) -> AsyncGenerator[TextChunk, None]:
+        """Generate; yield a chunk per batch of rows that arrived together, the last one
+        carrying the finish reason. Raises ``AdmissionRefused``/``RouterUnavailable``
+        before the first chunk; leaving early aborts the request."""
+        self.check_length(prompt, params.max_new_tokens)
+        await self.link.wait_admission()
+        request = GenerateRequest(
+            rid=rid,
+            input_ids=prompt.ids,
+            sampling_params=params,
+            text=prompt.text,
+            stream=True,
+            created_ns=time.time_ns(),
+        )
+        with self.link.open_stream(rid) as stream:
+            await self.link.send_request(Kind.GENERATE, request)
+            while True:
+                first = await stream.next_row()
+                rows = [first, *stream.take_ready()]
+                chunk = _chunk(rows)
+                yield chunk
+                if chunk.finish_reason is not None:
+                    return
+
+    async def generate_text(self, prompt: Prompt, params: SamplingParams, rid: str) -> TextResult:
+        """Generate to the end and return the whole text."""
+        started = time.monotonic()
+        parts: list[str] = []
+        last: TextChunk | None = None
+        async with contextlib.aclosing(self.stream_text(prompt, params, rid)) as chunks:
+            async for chunk in chunks:
+                parts.append(chunk.text)
+                last = chunk
+        assert last is not None  # the stream ends only after a finishing chunk
+        return TextResult(
+            rid=rid,
+            text="".join(parts),
+            prompt_tokens=last.prompt_tokens,
+            completion_tokens=last.completion_tokens,
+            cached_tokens=last.cached_tokens,
+            finish_reason=last.finish_reason,
+            latency_s=time.monotonic() - started,
+        )
+
+    async def embed(self, prompt: Prompt, rid: str) -> EmbeddingResult:
+        """Embed ``prompt`` through the engine's embedding path."""
+        self.check_length(prompt, 0)
+        await self.link.wait_admission()
+        request = EmbeddingRequest(
+            rid=rid, input_ids=prompt.ids, text=prompt.text, created_ns=time.time_ns()
+        )
+        with self.link.open_stream(rid) as stream:
+            await self.link.send_request(Kind.EMBED, request)
+            while True:
+                row = await stream.next_row()
+                reason = finish_reason_of(row)
+                if reason is None:
+                    continue
+                embedding = (
+                    _first(row.embeddings, None) if isinstance(row, BatchEmbeddingOutput) else None
+                )
+                return EmbeddingResult(
+                    rid=rid,
+                    embedding=list(embedding or []),
+                    prompt_tokens=_first(row.prompt_tokens, len(prompt.ids)),
+                    finish_reason=reason,
+                )
+
+
+async def run_all(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run ``calls`` concurrently; their results in order.
+
+    The first failure cancels the rest and is raised as itself (not wrapped in an
+    exception group), so the HTTP error handlers see it.
+    """
+    if len(calls) == 1:
+        return [await calls[0]]
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(call) for call in calls]
+    except BaseExceptionGroup as failures:
+        raise failures.exceptions[0] from None
+    return [task.result() for task in tasks]
+
+
+async def merge_streams(
+    streams: Sequence[AsyncGenerator[T, None]],
+) -> AsyncGenerator[tuple[int, T], None]:
+    """Items of several async generators as they come, tagged with the generator's index.
+
+    An exception in one generator cancels the others and is raised; leaving early closes
+    them all (so their requests are aborted).
+    """
+    if len(streams) == 1:
+        async with contextlib.aclosing(streams[0]) as only:
+            async for item in only:
+                yield 0, item
+        return
+    queue: asyncio.Queue[_Tagged[T]] = asyncio.Queue()
+
+    async def pump(index: int, source: AsyncGenerator[T, None]) -> None:
+        try:
+            async with contextlib.aclosing(source) as items:
+                async for item in items:
+                    await queue.put(_Tagged(index, item))
+        except Exception as error:  # handed to the consumer, which raises it
+            await queue.put(_Tagged(index, None, error))
+        else:
+            await queue.put(_Tagged(index, None, None, done=True))
+
+    tasks = [asyncio.create_task(pump(i, source)) for i, source in enumerate(streams)]
+    try:
+        remaining = len(tasks)
+        while remaining:
+            entry = await queue.get()
+            if entry.error is not None:
+                raise entry.error
+            if entry.done:
+                remaining -= 1
+            else:
+                yield entry.index, entry.item  # type: ignore[misc]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass(slots=True)
+class _Tagged(Generic[T]):
+    index: int
+    item: T | None
+    error: Exception | None = None
+    done: bool = False

@@ -1,0 +1,251 @@
+"""SGLang's native endpoints: ``/generate``, ``/encode``, health and info.
+
+``/generate`` streams server-sent events whose ``text`` is the whole text so far (SGLang's
+default, non-incremental streaming), each with ``meta_info``; the stream ends with
+``data: [DONE]``. A batched request (``text`` or ``input_ids`` given as a list) answers a
+list, or, streaming, events that carry the prompt's ``index``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from router_core.wire.requests import SamplingParams
+from switchboard.worker.deps import GenerationDep, SettingsDep
+from switchboard.worker.generation import (
+    Generation,
+    Prompt,
+    PromptError,
+    TextChunk,
+    TextResult,
+    merge_streams,
+    run_all,
+)
+from switchboard.worker.schemas import EncodeBody, GenerateBody, NativeSamplingParams
+from switchboard.worker.settings import WorkerSettings
+from switchboard.worker.sse import DONE, event, sse_response
+
+__all__ = ["request_ids", "router", "sampling_params"]
+
+router = APIRouter(tags=["native"])
+
+
+def sampling_params(params: NativeSamplingParams, default_max_new_tokens: int) -> SamplingParams:
+    """The wire ``SamplingParams`` of a native ``sampling_params`` object."""
+    stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
+    return SamplingParams(
+        max_new_tokens=params.max_new_tokens or default_max_new_tokens,
+        min_new_tokens=params.min_new_tokens,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        top_k=params.top_k,
+        stop=stop,
+        stop_token_ids=list(params.stop_token_ids or []),
+        ignore_eos=params.ignore_eos,
+        skip_special_tokens=params.skip_special_tokens,
+        spaces_between_special_tokens=params.spaces_between_special_tokens,
+        no_stop_trim=params.no_stop_trim,
+        seed=params.seed,
+    )
+
+
+def request_ids(given: str | list[str] | None, count: int, generation: Generation) -> list[str]:
+    """One request id per prompt: the client's (one, or one per prompt) or fresh ones."""
+    if given is None:
+        return [generation.new_rid() for _ in range(count)]
+    rids = [given] if isinstance(given, str) else list(given)
+    if len(rids) != count:
+        raise PromptError(f"rid names {len(rids)} requests for {count} prompts")
+    if len(set(rids)) != len(rids) or not all(rids):
+        raise PromptError("rid values must be non-empty and distinct")
+    if any(rid in generation.link.session.inflight for rid in rids):
+        raise PromptError("a request with this rid is already in flight")
+    return rids
+
+
+def _is_batch(source: Any) -> bool:
+    return isinstance(source, list) and bool(source) and not isinstance(source[0], int)
+
+
+def _meta(
+    rid: str, chunk: TextChunk | TextResult, latency_s: float | None = None
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "id": rid,
+        "finish_reason": chunk.finish_reason,
+        "prompt_tokens": chunk.prompt_tokens,
+        "completion_tokens": chunk.completion_tokens,
+        "cached_tokens": chunk.cached_tokens,
+    }
+    if latency_s is not None:
+        meta["e2e_latency"] = latency_s
+    return meta
+
+
+@router.post("/generate", response_model=None)
+async def generate(body: GenerateBody, generation: GenerationDep, settings: SettingsDep) -> Any:
+    """Generate text for one prompt or a batch (SGLang's ``/generate``)."""
+    source = body.text if body.text is not None else body.input_ids
+    assert source is not None
+    prompts = generation.prompts(source)
+    params = body.sampling_params
+    if isinstance(params, list):
+        if len(params) != len(prompts):
+            raise PromptError(f"{len(params)} sampling_params for {len(prompts)} prompts")
+        wire = [sampling_params(p, settings.default_max_new_tokens) for p in params]
+    else:
+        wire = [sampling_params(params, settings.default_max_new_tokens)] * len(prompts)
+    rids = request_ids(body.rid, len(prompts), generation)
+    for prompt, sampling in zip(prompts, wire, strict=True):
+        generation.check_length(prompt, sampling.max_new_tokens)
+    batched = _is_batch(source)
+    # Refuse (503) before any byte of a stream is sent; paused requests wait here.
+    await generation.link.wait_admission()
+    if body.stream:
+        return sse_response(_stream(generation, prompts, wire, rids, batched))
+    finished = await run_all(
+        [
+            generation.generate_text(prompt, sampling, rid)
+            for prompt, sampling, rid in zip(prompts, wire, rids, strict=True)
+        ]
+    )
+    results = [
+        {"text": result.text, "meta_info": _meta(result.rid, result, result.latency_s)}
+        for result in finished
+    ]
+    return results if batched else results[0]
+
+
+async def _stream(
+    generation: Generation,
+    prompts: Sequence[Prompt],
+    params: Sequence[SamplingParams],
+    rids: Sequence[str],
+    batched: bool,
+) -> AsyncGenerator[bytes, None]:
+    texts = [""] * len(prompts)
+    streams = [
+        generation.stream_text(prompt, sampling, rid)
+        for prompt, sampling, rid in zip(prompts, params, rids, strict=True)
+    ]
+    try:
+        async with contextlib.aclosing(merge_streams(streams)) as chunks:
+            async for index, chunk in chunks:
+                texts[index] += chunk.text
+                payload: dict[str, Any] = {
+                    "text": texts[index],
+                    "meta_info": _meta(rids[index], chunk),
+                }
+                if batched:
+                    payload["index"] = index
+                yield event(payload)
+    except Exception as error:  # headers are sent: report in the stream, then end it
+        yield event({"error": {"message": str(error), "type": type(error).__name__}})
+    yield DONE
+
+
+@router.post("/encode", response_model=None)
+async def encode(body: EncodeBody, generation: GenerationDep) -> Any:
+    """Embed one prompt or a batch (SGLang's ``/encode``)."""
+    source = body.text if body.text is not None else body.input_ids
+    assert source is not None
+    prompts = generation.prompts(source)
+    rids = request_ids(body.rid, len(prompts), generation)
+    await generation.link.wait_admission()
+    embedded = await run_all(
+        [generation.embed(prompt, rid) for prompt, rid in zip(prompts, rids, strict=True)]
+    )
+    results = [
+        {
+            "embedding": result.embedding,
+            "meta_info": {
+                "id": result.rid,
+                "finish_reason": result.finish_reason,
+                "prompt_tokens": result.prompt_tokens,
+            },
+        }
+        for result in embedded
+    ]
+    return results if _is_batch(source) else results[0]
+
+
+@router.get("/health")
+async def health(generation: GenerationDep, settings: SettingsDep) -> Response:
+    """200 while this worker admits requests or is paused; 503 while starting or draining."""
+    session = generation.link.session
+    if session.registered and not session.draining and not session.stopping:
+        return Response(status_code=200)
+    headers = {"Retry-After": str(settings.retry_after_s)}
+    return Response(content=session.state, status_code=503, headers=headers)
+
+
+@router.get("/health_generate")
+async def health_generate(generation: GenerationDep, settings: SettingsDep) -> Response:
+    """200 when a one-token generation completes within the health timeout, else 503."""
+    prompt = generation.prompts("ping")[0]
+    params = SamplingParams(max_new_tokens=1)
+    try:
+        async with asyncio.timeout(settings.health_generate_timeout_s):
+            await generation.link.wait_admission()
+            await generation.generate_text(prompt, params, f"health-{generation.new_rid()}")
+    except TimeoutError:
+        return Response(content="generation timed out", status_code=503)
+    return Response(status_code=200)
+
+
+def _model_info(settings: WorkerSettings, generation: Generation) -> dict[str, Any]:
+    return {
+        "model_path": settings.model_name,
+        "tokenizer_path": generation.tokenizer.source,
+        "served_model_name": settings.model_name,
+        "is_generation": True,
+        "context_length": settings.context_length,
+        "vocab_size": generation.tokenizer.vocab_size,
+    }
+
+
+@router.get("/get_model_info")
+async def get_model_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
+    """What model this worker serves (SGLang's ``/get_model_info``)."""
+    return _model_info(settings, generation)
+
+
+@router.get("/model_info")
+async def model_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
+    """Alias of ``/get_model_info``."""
+    return _model_info(settings, generation)
+
+
+def _server_info(settings: WorkerSettings, generation: Generation) -> dict[str, Any]:
+    link = generation.link
+    return {
+        "version": settings.version,
+        "worker_id": settings.worker_id,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "listen": f"{settings.host}:{settings.port}",
+        "served_model_name": settings.model_name,
+        "context_length": settings.context_length,
+        "default_max_new_tokens": settings.default_max_new_tokens,
+        "tokenizer_path": generation.tokenizer.source,
+        **{"worker": (status := link.status()), "load": status["load"]},
+    }
+
+
+@router.get("/get_server_info")
+async def get_server_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
+    """This worker's settings, state and the engine's latest load, read locally."""
+    return _server_info(settings, generation)
+
+
+@router.get("/server_info")
+async def server_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
+    """Alias of ``/get_server_info``."""
+    return _server_info(settings, generation)

@@ -1,0 +1,263 @@
+"""OpenAI-compatible endpoints: ``/v1/completions``, ``/v1/models``, ``/v1/embeddings``.
+
+The shapes are the OpenAI API's, so the official ``openai`` SDK works unchanged: choices
+indexed prompt by prompt (``n`` per prompt), ``usage`` on every answer (and, streaming,
+in a last chunk when ``stream_options.include_usage`` is set), ``finish_reason`` from
+the engine (``length``, ``stop``, or ``abort`` when a pause in abort mode ended the
+request). ``encoding_format: base64`` embeddings are little-endian float32, which is
+what the SDK asks for by default and decodes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import struct
+import time
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
+
+from fastapi import APIRouter
+
+from router_core.wire.requests import SamplingParams
+from switchboard.worker.deps import GenerationDep, SettingsDep
+from switchboard.worker.errors import ModelNotFound
+from switchboard.worker.generation import (
+    Generation,
+    Prompt,
+    RequestAborted,
+    merge_streams,
+    run_all,
+)
+from switchboard.worker.schemas import CompletionBody, EmbeddingBody
+from switchboard.worker.settings import WorkerSettings
+from switchboard.worker.sse import DONE, event, sse_response
+
+__all__ = ["finish_reason", "router"]
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+#: When the model was "created", as ``/v1/models`` reports it: the worker's start.
+_STARTED = int(time.time())
+
+
+def finish_reason(reason: dict[str, Any] | None) -> str | None:
+    """OpenAI's ``finish_reason`` of an engine finish reason (``stop``, ``length``, ``abort``)."""
+    if reason is None:
+        return None
+    kind = reason.get("type")
+    return kind if isinstance(kind, str) else "stop"
+
+
+def _check_model(model: str, settings: WorkerSettings) -> None:
+    if model != settings.model_name:
+        raise ModelNotFound(
+            f"the model {model!r} does not exist; this server serves {settings.model_name!r}"
+        )
+
+
+def _sampling(body: CompletionBody) -> SamplingParams:
+    stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+    return SamplingParams(
+        max_new_tokens=body.max_tokens or 16,
+        min_new_tokens=body.min_tokens,
+        temperature=1.0 if body.temperature is None else body.temperature,
+        top_p=1.0 if body.top_p is None else body.top_p,
+        stop=stop,
+        stop_token_ids=list(body.stop_token_ids or []),
+        ignore_eos=body.ignore_eos,
+        skip_special_tokens=body.skip_special_tokens,
+        no_stop_trim=body.no_stop_trim,
+        seed=body.seed,
+    )
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+@router.get("/models")
+async def list_models(settings: SettingsDep) -> dict[str, Any]:
+    """The one model this stack serves."""
+    return {"object": "list", "data": [_model_card(settings)]}
+
+
+@router.get("/models/{model}")
+async def retrieve_model(model: str, settings: SettingsDep) -> dict[str, Any]:
+    """One model by name; 404 for any other name."""
+    _check_model(model, settings)
+    return _model_card(settings)
+
+
+def _model_card(settings: WorkerSettings) -> dict[str, Any]:
+    return {
+        "id": settings.model_name,
+        "object": "model",
+        "created": _STARTED,
+        "owned_by": "switchboard",
+        "root": settings.model_name,
+        "max_model_len": settings.context_length,
+    }
+
+
+@router.post("/completions", response_model=None)
+async def create_completion(
+    body: CompletionBody, generation: GenerationDep, settings: SettingsDep
+) -> Any:
+    """Complete each prompt ``n`` times (OpenAI's ``/v1/completions``)."""
+    _check_model(body.model, settings)
+    prompts = generation.prompts(body.prompt)
+    params = _sampling(body)
+    for prompt in prompts:
+        generation.check_length(prompt, params.max_new_tokens)
+    # One choice per (prompt, sample): choice index = prompt index * n + sample.
+    choices = [prompt for prompt in prompts for _ in range(body.n)]
+    rids = [generation.new_rid() for _ in choices]
+    completion_id = f"cmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+    await generation.link.wait_admission()
+    if body.stream:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        events = _stream(
+            generation,
+            body,
+            choices=choices,
+            params=params,
+            rids=rids,
+            completion_id=completion_id,
+            created=created,
+            include_usage=include_usage,
+        )
+        return sse_response(events)
+    results = await run_all(
+        [
+            generation.generate_text(prompt, params, rid)
+            for prompt, rid in zip(choices, rids, strict=True)
+        ]
+    )
+    return {
+        "id": completion_id,
+        "object": "text_completion",
+        "created": created,
+        "model": settings.model_name,
+        "choices": [
+            {
+                "index": index,
+                "text": _echo(body, prompt) + result.text,
+                "logprobs": None,
+                "finish_reason": finish_reason(result.finish_reason),
+                "matched_stop": (result.finish_reason or {}).get("matched"),
+            }
+            for index, (prompt, result) in enumerate(zip(choices, results, strict=True))
+        ],
+        "usage": _usage(
+            sum(len(prompt.ids) for prompt in prompts),
+            sum(result.completion_tokens for result in results),
+        ),
+    }
+
+
+def _echo(body: CompletionBody, prompt: Prompt) -> str:
+    if not body.echo:
+        return ""
+    return prompt.text if prompt.text is not None else ""
+
+
+async def _stream(
+    generation: Generation,
+    body: CompletionBody,
+    *,
+    choices: Sequence[Prompt],
+    params: SamplingParams,
+    rids: Sequence[str],
+    completion_id: str,
+    created: int,
+    include_usage: bool,
+) -> AsyncGenerator[bytes, None]:
+    model = generation.settings.model_name
+    completion_tokens = [0] * len(choices)
+
+    def chunk(index: int, text: str, reason: str | None) -> bytes:
+        return event(
+            {
+                "id": completion_id,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {"index": index, "text": text, "logprobs": None, "finish_reason": reason}
+                ],
+            }
+        )
+
+    streams = [
+        generation.stream_text(prompt, params, rid)
+        for prompt, rid in zip(choices, rids, strict=True)
+    ]
+    echoed = [False] * len(choices)
+    try:
+        async with contextlib.aclosing(merge_streams(streams)) as parts:
+            async for index, part in parts:
+                prefix = ""
+                if not echoed[index]:
+                    echoed[index] = True
+                    prefix = _echo(body, choices[index])
+                completion_tokens[index] = part.completion_tokens
+                yield chunk(index, prefix + part.text, finish_reason(part.finish_reason))
+    except Exception as error:  # headers are sent: report in the stream, then end it
+        yield event({"error": {"message": str(error), "type": type(error).__name__}})
+    if include_usage:
+        prompt_tokens = sum(len(prompt.ids) for prompt in choices[:: body.n])
+        usage = _usage(prompt_tokens, sum(completion_tokens))
+        yield event(
+            {
+                "id": completion_id,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
+        )
+    yield DONE
+
+
+@router.post("/embeddings")
+async def create_embeddings(
+    body: EmbeddingBody, generation: GenerationDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Embed each input (OpenAI's ``/v1/embeddings``), batched through the engine."""
+    _check_model(body.model, settings)
+    prompts = generation.prompts(body.input)
+    await generation.link.wait_admission()
+    results = await run_all([generation.embed(prompt, generation.new_rid()) for prompt in prompts])
+    aborted = [result for result in results if finish_reason(result.finish_reason) == "abort"]
+    if aborted:
+        raise RequestAborted("the embedding request was aborted (a pause in abort mode)")
+    return {
+        "object": "list",
+        "data": [
+            {
+                "object": "embedding",
+                "index": index,
+                "embedding": _encode_vector(result.embedding, body.encoding_format),
+            }
+            for index, result in enumerate(results)
+        ],
+        "model": settings.model_name,
+        "usage": {
+            "prompt_tokens": sum(result.prompt_tokens for result in results),
+            "total_tokens": sum(result.prompt_tokens for result in results),
+        },
+    }
+
+
+def _encode_vector(vector: list[float], encoding: str) -> list[float] | str:
+    if encoding == "float":
+        return vector
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
