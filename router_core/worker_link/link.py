@@ -68,6 +68,10 @@ _CONTROL_KINDS: Final = frozenset(
 )
 
 
+#: The first registration retry; later ones back off to ``settings.register_retry_s``.
+FIRST_REGISTER_RETRY_S: Final = 0.05
+
+
 class AdmissionRefused(Exception):
     """A request cannot be admitted; ``reason`` is ``draining``, ``stopping`` or
     ``not_registered`` (the router did not accept the worker within the wait)."""
@@ -210,7 +214,7 @@ class WorkerLink:
             "pause_mode": session.pause_mode,
             "draining": session.draining,
             "inflight": len(session.inflight),
-            "load": None if session.load is None else msgspec.to_builtins(session.load),
+            "load": None if session.load is None else msgspec.structs.asdict(session.load),
             "counters": self.counters.snapshot(),
         }
 
@@ -408,14 +412,22 @@ class WorkerLink:
             self._state_changed.set()
 
     async def _keep_registered(self) -> None:
+        """Register until accepted, then heartbeat; register again if the router forgets us.
+
+        Registration retries start at 50 ms (the router is usually just starting too) and
+        back off to ``register_retry_s``.
+        """
         session = self.session
         next_beat = 0.0
+        retry = FIRST_REGISTER_RETRY_S
         while True:
             now = time.monotonic()
             if not session.registered:
                 self._send_control(session.registration())
-                wait = self.settings.register_retry_s
+                wait = retry
+                retry = min(retry * 2, self.settings.register_retry_s)
             else:
+                retry = FIRST_REGISTER_RETRY_S
                 if now >= next_beat or session.state != self._reported_state:
                     self._reported_state = session.state
                     self._send_control(session.heartbeat())

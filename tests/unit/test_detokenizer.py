@@ -189,6 +189,20 @@ class TestRows:
                 assert getattr(text, column.name) == getattr(row, column.name, None), column
         assert text.prompt_tokens == [4] and text.customized_info == {"x": [7]}
 
+    @pytest.mark.parametrize(("column", "held"), [(None, 32), ([0], 0), ([4], 4)])
+    def test_row_holdback_comes_from_the_row(
+        self, default_tokenizer: Tokenizer, column: list[int] | None, held: int
+    ) -> None:
+        """A row's stop_holdback sets its request's window; without it the default applies."""
+        text = "The quick brown fox jumps over the lazy dog and keeps on running"
+        ids = default_tokenizer.encode(text)
+        rows = RowDetokenizer(default_tokenizer, holdback_chars=32)
+        released = ""
+        for index, token in enumerate(ids):
+            row = BatchTokenIDOutput(rids=["r"], output_ids=[[token]], stop_holdback=column)
+            released += rows.row(row, OWNER, float(index)).output_strs[0]  # type: ignore[index]
+        assert released == text[: len(text) - held]
+
     def test_str_row_leaves_absent_columns_absent(self) -> None:
         text = str_row(BatchTokenIDOutput(rids=["r"]), OWNER, "")
         assert text.output_ids is None and text.finished_reasons is None
