@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Iterator
@@ -377,8 +378,9 @@ class WorkerLink:
         elif isinstance(payload, LoadSnapshot):
             session.on_load(payload)
             return
-        else:  # FreezeGC
-            self.counters.add("freeze_gc", "received")
+        else:  # FreezeGC: the long-lived objects made so far need no more collection passes
+            gc.freeze()
+            self.counters.add("freeze_gc", "applied")
             return
         for frames in replies:
             self._send_control(frames)

@@ -156,6 +156,7 @@ class Detokenizer:
         elif kind is Kind.FREEZE_GC:
             gc.freeze()
             self.counters.add("freeze_gc", "applied")
+            self._forward_freeze_gc(frames)
         elif kind is Kind.IDLE:
             self.counters.add("idle_batches", "inbound")
         else:
@@ -176,6 +177,19 @@ class Detokenizer:
         else:
             for owner, group in by_owner.items():
                 self._send(owner, group, header)
+
+    def _forward_freeze_gc(self, frames: list[FrameLike]) -> None:
+        """Pass freeze-GC on to the workers: through the router (which tells every
+        registered worker), or straight to each worker this detokenizer has served."""
+        assert self._destinations is not None
+        if self.settings.outputs_to == "router":
+            assert self.settings.router_outputs is not None
+            targets = [self.settings.router_outputs]
+        else:
+            targets = [destination.name for destination in self._destinations]
+        for target in targets:
+            if self._destinations.send(target, frames):
+                self.counters.add("freeze_gc", "forwarded")
 
     def _pass_through(self, header: Header, frames: list[FrameLike]) -> None:
         """Embedding rows have no text to make: hand them on untouched, split per owner."""
