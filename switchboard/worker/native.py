@@ -212,14 +212,9 @@ def _model_info(settings: WorkerSettings, generation: Generation) -> dict[str, A
 
 
 @router.get("/get_model_info")
-async def get_model_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
-    """What model this worker serves (SGLang's ``/get_model_info``)."""
-    return _model_info(settings, generation)
-
-
 @router.get("/model_info")
-async def model_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
-    """Alias of ``/get_model_info``."""
+async def get_model_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
+    """What model this worker serves (SGLang's ``/get_model_info``; ``/model_info`` too)."""
     return _model_info(settings, generation)
 
 
@@ -240,12 +235,8 @@ def _server_info(settings: WorkerSettings, generation: Generation) -> dict[str, 
 
 
 @router.get("/get_server_info")
-async def get_server_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
-    """This worker's settings, state and the engine's latest load, read locally."""
-    return _server_info(settings, generation)
-
-
 @router.get("/server_info")
-async def server_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
-    """Alias of ``/get_server_info``."""
+async def get_server_info(generation: GenerationDep, settings: SettingsDep) -> dict[str, Any]:
+    """This worker's settings, state and the engine's latest load, read locally
+    (SGLang's ``/get_server_info``; ``/server_info`` too)."""
     return _server_info(settings, generation)
