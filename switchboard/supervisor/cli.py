@@ -1,0 +1,108 @@
+"""``switchboard up``: its flags (one per setting) and running the supervisor.
+
+:mod:`switchboard.cli` calls :func:`add_parser` and :func:`run`. Flags are generated from
+:class:`StackSettings`, so every setting has a flag, and each flag's help names its
+environment variable and default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from pydantic.fields import FieldInfo
+
+from switchboard.supervisor.preflight import preflight
+from switchboard.supervisor.rundir import RunDirectory
+from switchboard.supervisor.settings import (
+    SettingsError,
+    StackSettings,
+    env_name,
+    flag_name,
+    load_settings,
+)
+from switchboard.supervisor.supervise import Supervisor
+
+__all__ = ["add_parser", "run"]
+
+_DESCRIPTION = """\
+Start the whole stack (router, detokenizer router, detokenizers, the built-in engine and
+the HTTP workers), print one line saying where it serves, restart any process that dies,
+and on SIGTERM or Ctrl-C drain the workers and stop everything. The admin app is not
+part of this build yet: --admin-port is validated and reported, nothing listens on it.
+
+Each setting is a flag, a SWITCHBOARD_* environment variable, or a key of the --config
+TOML file; flags win over the environment, the environment over the file."""
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
+
+
+def _default_text(info: FieldInfo) -> str:
+    default = info.get_default()
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return "off"
+    return str(default)
+
+
+def _help(name: str, info: FieldInfo) -> str:
+    text = f"{info.description} (env {env_name(name)}; default {_default_text(info)})"
+    return text.replace("%", "%%")
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``up`` subcommand to ``sub`` (an argparse subparsers action)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "up",
+        help="start, watch and stop the whole stack",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML file of settings, one top-level key per setting below (named like the "
+        "flag, with underscores); an unknown key is an error",
+    )
+    for name, info in StackSettings.model_fields.items():
+        # SUPPRESS leaves a flag that was not given out of the namespace, so it does not
+        # override the environment or the file with its default.
+        if info.annotation is bool:
+            parser.add_argument(
+                flag_name(name),
+                dest=name,
+                action="store_const",
+                const=True,
+                default=argparse.SUPPRESS,
+                help=_help(name, info),
+            )
+        else:
+            parser.add_argument(
+                flag_name(name),
+                dest=name,
+                metavar=name.upper(),
+                default=argparse.SUPPRESS,
+                help=_help(name, info),
+            )
+
+
+def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
+    given = vars(args)
+    return {name: given[name] for name in StackSettings.model_fields if name in given}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the stack until SIGTERM; the exit status (2 for a bad setting, in one line)."""
+    try:
+        settings = load_settings(_given_flags(args), config_file=args.config)
+        logging.basicConfig(level=settings.log_level_number(), format=_LOG_FORMAT)
+        # The readiness probes poll /health; one log line per probe is noise.
+        logging.getLogger("httpx").setLevel(max(logging.WARNING, settings.log_level_number()))
+        preflight(settings)
+    except SettingsError as exc:
+        print(f"switchboard up: {exc}", file=sys.stderr)
+        return 2
+    return Supervisor(settings, RunDirectory(settings.run_dir)).run()

@@ -1,0 +1,148 @@
+"""The stack's layout: which children, in which order, with which arguments and sockets.
+
+Pure: it only turns settings, a run directory and the supervisor's pid into
+:class:`ChildSpec` values, so it is tested without starting anything.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from router_core.endpoints import (
+    DetokenizerRouterEndpoints,
+    RouterEndpoints,
+    check_endpoint,
+    worker_address,
+)
+from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
+from switchboard.supervisor.settings import ENV_PREFIX, FOREIGN_ENV, StackSettings
+
+__all__ = ["ROLE_ORDER", "child_environment", "stack_layout", "worker_ids"]
+
+#: Start order; stopping goes the other way.
+ROLE_ORDER: tuple[Role, ...] = ("router", "detok-router", "detokenizer", "engine", "worker")
+
+
+def worker_ids(count: int) -> list[str]:
+    """``w0`` .. ``w{count-1}``."""
+    return [f"w{index}" for index in range(count)]
+
+
+def _ipc_file(endpoint: str) -> Path:
+    return Path(check_endpoint(endpoint).removeprefix("ipc://"))
+
+
+def _switchboard(*arguments: str) -> tuple[str, ...]:
+    # This interpreter, so the children run in the same virtual environment.
+    return (sys.executable, "-m", "switchboard.cli", *arguments)
+
+
+def stack_layout(settings: StackSettings, run_dir: Path, parent_pid: int) -> list[ChildSpec]:
+    """Every child of the stack, in start order."""
+    common: tuple[str, ...] = ("--run-dir", str(run_dir), "--parent-pid", str(parent_pid))
+    common += ("--log-level", settings.log_level)
+    tokenizer = ("--tokenizer", str(settings.tokenizer)) if settings.tokenizer else ()
+    router = RouterEndpoints.in_run_dir(run_dir)
+    detok = DetokenizerRouterEndpoints.in_run_dir(run_dir, settings.detokenizers)
+    count = str(settings.detokenizers)
+
+    specs = [
+        ChildSpec(
+            name="router",
+            role="router",
+            argv=_switchboard("router", *common),
+            ready=ReadyCheck("control", router.control),
+            socket_files=tuple(
+                _ipc_file(endpoint)
+                for endpoint in (
+                    router.requests,
+                    router.workers,
+                    router.engine_events,
+                    router.outputs,
+                    router.control,
+                )
+            ),
+        ),
+        ChildSpec(
+            name="detok-router",
+            role="detok-router",
+            argv=_switchboard("detok-router", *common, "--detokenizers", count),
+            ready=ReadyCheck("control", detok.control),
+            socket_files=(_ipc_file(detok.inbound), _ipc_file(detok.control)),
+        ),
+    ]
+    for index, endpoint in enumerate(detok.detokenizers):
+        argv = _switchboard(
+            "detokenizer",
+            *common,
+            *("--index", str(index), "--count", count),
+            *("--outputs-via", settings.outputs_via),
+            *tokenizer,
+        )
+        specs.append(
+            ChildSpec(
+                name=f"detokenizer-{index}",
+                role="detokenizer",
+                argv=argv,
+                ready=ReadyCheck("socket", str(_ipc_file(endpoint))),
+                socket_files=(_ipc_file(endpoint),),
+            )
+        )
+    specs.append(
+        ChildSpec(
+            name="engine",
+            role="engine",
+            argv=_switchboard(
+                "engine",
+                *common,
+                *("--outputs-via", "detokenizers"),
+                *("--step-time", repr(settings.step_time)),
+                *("--per-token-cost", repr(settings.per_token_cost)),
+                *("--max-running-requests", str(settings.max_running_requests)),
+                *("--max-tokens-per-step", str(settings.max_tokens_per_step)),
+                *tokenizer,
+            ),
+            ready=ReadyCheck("engine"),
+            socket_files=(_ipc_file(router.engine),),
+        )
+    )
+    remote = ("--allow-remote",) if settings.allow_remote else ()
+    for worker_id in worker_ids(settings.workers):
+        argv = _switchboard(
+            "worker",
+            *common,
+            *("--worker-id", worker_id, "--host", settings.host, "--port", str(settings.port)),
+            *("--model-name", settings.model_name),
+            *("--graceful-timeout", repr(settings.graceful_timeout)),
+            *tokenizer,
+            *remote,
+        )
+        specs.append(
+            ChildSpec(
+                name=f"worker-{worker_id}",
+                role="worker",
+                argv=argv,
+                ready=ReadyCheck("worker", worker_id),
+                socket_files=(_ipc_file(worker_address(run_dir, worker_id)),),
+                worker_id=worker_id,
+            )
+        )
+    return specs
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The children's environment: ours, minus the stack's own settings variables.
+
+    The children get every setting as a flag; a ``SWITCHBOARD_PORT`` left in their
+    environment could only be misread by a child's own settings. Output is unbuffered
+    so the children's log lines interleave with the supervisor's as they happen.
+    """
+    env = {
+        name: value
+        for name, value in environ.items()
+        if not name.upper().startswith(ENV_PREFIX) or name.upper() in FOREIGN_ENV
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

@@ -1,0 +1,75 @@
+"""Checks run before any child starts, so a bad setting fails at once in one line."""
+
+from __future__ import annotations
+
+import errno
+import socket
+from pathlib import Path
+
+from switchboard.supervisor.rundir import MAX_IPC_PATH
+from switchboard.supervisor.settings import SettingsError, StackSettings
+from switchboard.text import Tokenizer, TokenizerLoadError, load_tokenizer
+
+__all__ = ["check_port_free", "check_run_dir", "check_tokenizer", "preflight"]
+
+#: The longest socket file name the stack puts in the run directory (see ``layout``).
+_LONGEST_SOCKET_NAME = "router-engine-events"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """SettingsError unless ``host:port`` can be bound now.
+
+    The probe binds without SO_REUSEPORT, so a server already listening there (even one
+    that set SO_REUSEPORT itself) makes it fail; SO_REUSEADDR keeps a port that only has
+    connections in TIME_WAIT usable, as it is for the workers.
+    """
+    try:
+        infos = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise SettingsError(f"host {host}: cannot resolve: {exc.strerror}") from exc
+    family, kind, proto, _, address = infos[0]
+    probe = socket.socket(family, kind, proto)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SettingsError(f"port {port} on {host} is already in use") from exc
+        raise SettingsError(f"cannot bind {host}:{port}: {exc.strerror}") from exc
+    finally:
+        probe.close()
+
+
+def check_tokenizer(path: Path | None) -> Tokenizer:
+    """Load the tokenizer the children will load; SettingsError if it cannot be.
+
+    Loading the built-in default here also trains and caches it once, before the
+    children start, instead of in every child at the same time.
+    """
+    try:
+        return load_tokenizer(path)
+    except TokenizerLoadError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def check_run_dir(path: Path | None) -> None:
+    """SettingsError if a given run directory is not a directory or too deep for ipc paths."""
+    if path is None:
+        return
+    resolved = path.expanduser().resolve()
+    if resolved.exists() and not resolved.is_dir():
+        raise SettingsError(f"run_dir {path}: not a directory")
+    longest = len(str(resolved / _LONGEST_SOCKET_NAME))
+    if longest > MAX_IPC_PATH:
+        raise SettingsError(
+            f"run_dir {path}: too long for ipc socket paths ({longest} > {MAX_IPC_PATH} bytes)"
+        )
+
+
+def preflight(settings: StackSettings) -> Tokenizer:
+    """Every check, cheapest first; returns the loaded tokenizer."""
+    check_run_dir(settings.run_dir)
+    check_port_free(settings.host, settings.port)
+    return check_tokenizer(settings.tokenizer)

@@ -1,0 +1,162 @@
+"""Is a child ready? One probe per :class:`ReadyCheck` kind, and waiting on a group.
+
+Probes ask the running processes themselves (the router's control socket, the socket
+files, the workers' ``/health``), never a log line or a fixed delay.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import stat
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+
+from router_core.control import ControlClient, ControlError
+from switchboard.supervisor.children import Child, ReadyCheck, describe_exit
+
+__all__ = ["Probes", "StartupAborted", "StartupFailed", "http_url", "wait_until_ready"]
+
+log = logging.getLogger("switchboard.supervisor")
+
+#: How long one probe waits for an answer; the group deadline bounds the whole wait.
+_PROBE_TIMEOUT_S = 0.5
+_POLL_INTERVAL_S = 0.05
+#: Registry states of a worker that admits requests (or would, once continued).
+_ADMITTING = frozenset({"serving", "paused"})
+
+
+class StartupFailed(Exception):
+    """A child exited or stayed unready past the deadline; the message says which."""
+
+
+class StartupAborted(Exception):
+    """The supervisor was asked to stop while the stack was starting."""
+
+
+def http_url(host: str, port: int) -> str:
+    """``http://host:port``, bracketing an IPv6 address; a wildcard host becomes loopback."""
+    bare = host.strip("[]")
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        return f"http://{bare}:{port}"
+    if address.is_unspecified:
+        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+    text = f"[{address}]" if address.version == 6 else str(address)
+    return f"http://{text}:{port}"
+
+
+class Probes:
+    """Answers "is it ready?" for each kind of :class:`ReadyCheck`.
+
+    Holds a control client per endpoint and one HTTP client; :meth:`close` closes them.
+    """
+
+    def __init__(self, router_control: str, base_url: str) -> None:
+        self.router_control = router_control
+        self.base_url = base_url
+        self._clients: dict[str, ControlClient] = {}
+        self._http = httpx.Client(timeout=_PROBE_TIMEOUT_S, trust_env=False)
+        self._table: dict[str, Callable[[str], bool]] = {
+            "control": self.control_answers,
+            "socket": self.socket_bound,
+            "engine": self.engine_reporting,
+            "worker": self.worker_serving,
+        }
+
+    def ready(self, check: ReadyCheck) -> bool:
+        """Whether the child behind ``check`` is ready now."""
+        return self._table[check.kind](check.target)
+
+    def call(self, endpoint: str, command: str, **args: Any) -> Any:
+        """``command`` on ``endpoint`` as plain data; ControlError (or its timeout) if none."""
+        client = self._clients.get(endpoint)
+        if client is None:
+            client = self._clients[endpoint] = ControlClient(endpoint, timeout_s=_PROBE_TIMEOUT_S)
+        return msgspec.to_builtins(client.call(command, **args))
+
+    def control_answers(self, endpoint: str) -> bool:
+        """The control socket at ``endpoint`` answers ``status``."""
+        try:
+            self.call(endpoint, "status")
+        except ControlError:
+            return False
+        return True
+
+    def socket_bound(self, path: str) -> bool:
+        """A socket file exists at ``path`` (its process has bound it)."""
+        try:
+            return stat.S_ISSOCK(Path(path).lstat().st_mode)
+        except FileNotFoundError:
+            return False
+
+    def engine_reporting(self, _: str = "") -> bool:
+        """The router holds a load snapshot from the engine."""
+        try:
+            return self.call(self.router_control, "load") is not None
+        except ControlError:
+            return False
+
+    def workers(self) -> dict[str, dict[str, Any]]:
+        """The router's registry by worker id; ControlError if the router does not answer."""
+        listed = self.call(self.router_control, "list_workers")
+        return {record["worker_id"]: record for record in listed}
+
+    def worker_serving(self, worker_id: str) -> bool:
+        """Worker ``worker_id`` is registered and admitting, and ``/health`` answers 200."""
+        try:
+            record = self.workers().get(worker_id)
+        except ControlError:
+            return False
+        if record is None or record["state"] not in _ADMITTING:
+            return False
+        return self.http_healthy()
+
+    def http_healthy(self) -> bool:
+        """``GET /health`` on the shared port answers 200 (any one worker answers)."""
+        try:
+            return self._http.get(f"{self.base_url}/health").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+        self._http.close()
+
+
+def wait_until_ready(
+    children: Sequence[Child],
+    probes: Probes,
+    deadline: float,
+    stop_requested: Callable[[], bool],
+) -> None:
+    """Return once every child in ``children`` is ready.
+
+    Raises :class:`StartupFailed` when one exits or ``deadline`` (monotonic) passes
+    first, and :class:`StartupAborted` when ``stop_requested()`` turns true.
+    """
+    pending = list(children)
+    while True:
+        for child in pending:
+            code = child.poll()
+            if code is not None:
+                raise StartupFailed(
+                    f"{child.name} (pid {child.pid}) exited during startup ({describe_exit(code)})"
+                )
+        pending = [child for child in pending if not probes.ready(child.spec.ready)]
+        if not pending:
+            return
+        if stop_requested():
+            raise StartupAborted
+        if time.monotonic() >= deadline:
+            names = ", ".join(child.name for child in pending)
+            raise StartupFailed(f"not ready before the startup deadline: {names}")
+        time.sleep(_POLL_INTERVAL_S)

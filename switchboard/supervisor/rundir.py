@@ -1,0 +1,83 @@
+"""The run directory: where every ``ipc://`` socket file of the stack lives."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["MAX_IPC_PATH", "RunDirectory"]
+
+log = logging.getLogger("switchboard.supervisor")
+
+#: Longest ipc socket path the kernel accepts (``sun_path`` is 108 bytes with its NUL).
+MAX_IPC_PATH = 107
+
+_SHORT_BASE = "/tmp"  # noqa: S108 (see _temporary_base)
+#: Room left for "/switchboard-XXXXXXXX/" and the longest socket file name.
+_MAX_BASE_LENGTH = MAX_IPC_PATH - 60
+
+
+def _temporary_base() -> str | None:
+    """Where a temporary run directory goes: the usual place unless its paths get too long.
+
+    Socket paths must stay under :data:`MAX_IPC_PATH`, and some systems set ``TMPDIR``
+    to a long per-user path; then ``/tmp`` is used. ``mkdtemp`` makes the directory
+    private (mode 0700) either way, so a shared ``/tmp`` exposes nothing.
+    """
+    if len(tempfile.gettempdir()) <= _MAX_BASE_LENGTH or not Path(_SHORT_BASE).is_dir():
+        return None
+    return _SHORT_BASE
+
+
+class RunDirectory:
+    """A given directory (created if missing, never removed) or a temporary one we own.
+
+    :meth:`open` makes it exist; :meth:`close` removes the socket files named to it that
+    are still there (left by a child that was killed) and, for a temporary directory,
+    the directory itself.
+    """
+
+    def __init__(self, given: Path | None) -> None:
+        self.given = given
+        self._path: Path | None = None
+        self._created = False
+
+    @property
+    def path(self) -> Path:
+        """The directory; only after :meth:`open`."""
+        if self._path is None:
+            raise RuntimeError("the run directory is not open")
+        return self._path
+
+    @property
+    def temporary(self) -> bool:
+        """Whether the directory is ours to remove."""
+        return self.given is None
+
+    def open(self) -> Path:
+        """Create the directory (a fresh temporary one unless given); return its path."""
+        if self.given is None:
+            self._path = Path(tempfile.mkdtemp(prefix="switchboard-", dir=_temporary_base()))
+        else:
+            self.given.mkdir(parents=True, exist_ok=True)
+            self._path = self.given.resolve()
+        return self._path
+
+    def close(self, socket_files: Iterable[Path]) -> None:
+        """Remove leftover socket files, then the directory if it is temporary."""
+        if self._path is None:
+            return
+        for path in socket_files:
+            try:
+                if stat.S_ISSOCK(path.lstat().st_mode):
+                    path.unlink()
+                    log.debug("removed leftover socket file %s", path)
+            except FileNotFoundError:
+                continue
+        if self.temporary:
+            shutil.rmtree(self._path, ignore_errors=True)
+        self._path = None

@@ -1,0 +1,106 @@
+"""Stopping the stack: drain the workers through the router, then stop children in order."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Callable, Sequence
+
+from router_core.control import ControlError
+from switchboard.supervisor.children import Child, describe_exit
+from switchboard.supervisor.readiness import Probes
+
+__all__ = ["drain_workers", "stop_children"]
+
+log = logging.getLogger("switchboard.supervisor")
+
+_POLL_INTERVAL_S = 0.05
+#: How long to wait for the kernel to reap a child after SIGKILL.
+_KILL_WAIT_S = 5.0
+
+
+def _undrained(
+    workers: Sequence[Child], registry: dict[str, dict[str, object]]
+) -> dict[str, object]:
+    """In-flight counts of running workers the registry does not yet show drained and empty."""
+    left: dict[str, object] = {}
+    for child in workers:
+        record = registry.get(child.spec.worker_id or "")
+        if record is None or not child.alive():
+            continue  # gone from the registry or dead: nothing left to wait for
+        if record["state"] != "drained" or record["inflight"] != 0:
+            left[child.name] = record["inflight"]
+    return left
+
+
+def drain_workers(
+    probes: Probes, workers: Sequence[Child], timeout_s: float, hurry: Callable[[], bool]
+) -> bool:
+    """Drain every running worker and wait until each reports ``drained`` with nothing in flight.
+
+    Each worker is sent ``drain`` through the router, after which it answers new
+    requests 503 while its in-flight requests finish. Returns True when all drained;
+    False when ``timeout_s`` passed, ``hurry()`` turned true (a second signal) or the
+    router stopped answering. Failures are logged, never raised: stopping goes on.
+    """
+    for child in workers:
+        if child.spec.worker_id is None or not child.alive():
+            continue
+        try:
+            probes.call(probes.router_control, "drain", worker_id=child.spec.worker_id)
+        except ControlError as exc:
+            log.warning("cannot drain %s: %s", child.name, exc)
+    log.info("draining %d worker(s), up to %.1f s; signal again to skip", len(workers), timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            left = _undrained(workers, probes.workers())
+        except ControlError as exc:
+            log.warning("the router does not answer (%s); stopping without the drain", exc)
+            return False
+        if not left:
+            log.info("every worker is drained")
+            return True
+        if hurry():
+            log.warning("second signal: stopping without waiting for %s", ", ".join(left))
+            return False
+        if time.monotonic() >= deadline:
+            detail = ", ".join(f"{name} ({count} in flight)" for name, count in left.items())
+            log.warning("drain timed out after %.1f s: %s", timeout_s, detail)
+            return False
+        time.sleep(_POLL_INTERVAL_S)
+
+
+def _wait_exit(children: Sequence[Child], deadline: float, hurry: Callable[[], bool]) -> None:
+    while any(child.alive() for child in children):
+        if time.monotonic() >= deadline or hurry():
+            return
+        time.sleep(_POLL_INTERVAL_S)
+
+
+def stop_children(children: Sequence[Child], timeout_s: float, hurry: Callable[[], bool]) -> None:
+    """SIGTERM every running child, SIGKILL those still running after ``timeout_s``.
+
+    ``hurry()`` turning true skips the rest of the wait. Every child is reaped before
+    this returns (or, for one SIGKILL cannot end, logged).
+    """
+    running = [child for child in children if child.alive()]
+    for child in running:
+        child.send(signal.SIGTERM)
+    _wait_exit(running, time.monotonic() + timeout_s, hurry)
+    stubborn = [child for child in running if child.alive()]
+    for child in stubborn:
+        log.warning(
+            "%s (pid %s) still running after SIGTERM; sending SIGKILL", child.name, child.pid
+        )
+        child.send(signal.SIGKILL)
+    _wait_exit(stubborn, time.monotonic() + _KILL_WAIT_S, lambda: False)
+    for child in running:
+        code = child.poll()
+        if code is None:
+            log.error("%s (pid %s) did not exit even after SIGKILL", child.name, child.pid)
+        elif code == 0:
+            log.info("stopped %s (pid %s)", child.name, child.pid)
+        else:
+            log.warning("stopped %s (pid %s): %s", child.name, child.pid, describe_exit(code))

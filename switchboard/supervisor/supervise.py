@@ -1,0 +1,191 @@
+"""The supervisor: start the stack in order, watch and restart children, stop on a signal."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import TextIO
+
+from router_core.endpoints import RouterEndpoints
+from switchboard.supervisor.backoff import RestartBackoff
+from switchboard.supervisor.children import Child, describe_exit
+from switchboard.supervisor.layout import ROLE_ORDER, child_environment, stack_layout
+from switchboard.supervisor.readiness import (
+    Probes,
+    StartupAborted,
+    StartupFailed,
+    http_url,
+    wait_until_ready,
+)
+from switchboard.supervisor.rundir import RunDirectory
+from switchboard.supervisor.settings import StackSettings
+from switchboard.supervisor.shutdown import drain_workers, stop_children
+
+__all__ = ["Supervisor"]
+
+log = logging.getLogger("switchboard.supervisor")
+
+#: How often the watch loop looks at the children.
+_WATCH_INTERVAL_S = 0.1
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+class Supervisor:
+    """Runs one stack in the foreground until SIGTERM, SIGINT or SIGHUP.
+
+    :meth:`run` starts the children role by role (router, detokenizer router,
+    detokenizers, engine, workers), waiting for each role to be ready; prints one
+    line to ``out`` saying where the stack serves; restarts any child that exits with
+    :class:`RestartBackoff` delays; and on the first signal drains the workers and stops
+    everything in reverse order. A second signal skips what is left of the waiting.
+    Nothing happens before :meth:`run`.
+    """
+
+    def __init__(
+        self, settings: StackSettings, run_dir: RunDirectory, out: TextIO = sys.stdout
+    ) -> None:
+        self.settings = settings
+        self.run_dir = run_dir
+        self.out = out
+        self.children: list[Child] = []
+        self._stop = threading.Event()
+        self._hurry = threading.Event()
+        self._env = child_environment(os.environ)
+
+    def request_stop(self) -> None:
+        """Begin stopping; a second call skips the remaining waits (signal-safe)."""
+        if self._stop.is_set():
+            self._hurry.set()
+        self._stop.set()
+
+    def run(self) -> int:
+        """Run the stack until asked to stop; the exit status (0, or 1 if startup failed)."""
+        with self._signals_handled():
+            path = self.run_dir.open()
+            settings = self.settings
+            backoff = (
+                settings.restart_backoff_initial_s,
+                settings.restart_backoff_max_s,
+                settings.restart_reset_after_s,
+            )
+            self.children = [
+                Child(spec, RestartBackoff(*backoff))
+                for spec in stack_layout(settings, path, os.getpid())
+            ]
+            probes = Probes(
+                RouterEndpoints.in_run_dir(path).control, http_url(settings.host, settings.port)
+            )
+            try:
+                return self._serve(probes)
+            finally:
+                self._stop_all()
+                probes.close()
+                self.run_dir.close(f for child in self.children for f in child.spec.socket_files)
+                log.info("stopped; run dir %s", "removed" if self.run_dir.temporary else "cleaned")
+
+    def _serve(self, probes: Probes) -> int:
+        try:
+            self._start_all(probes)
+        except StartupAborted:
+            log.info("asked to stop while starting")
+            return 0
+        except StartupFailed as exc:
+            log.error("startup failed: %s", exc)
+            return 1
+        print(self.serving_line(), file=self.out, flush=True)
+        self._watch()
+        workers = [child for child in self.children if child.spec.role == "worker"]
+        drain_workers(probes, workers, self.settings.drain_timeout_s, self._hurry.is_set)
+        return 0
+
+    def serving_line(self) -> str:
+        """The one line printed once the stack is ready."""
+        settings = self.settings
+        return (
+            f"switchboard: serving {http_url(settings.host, settings.port)} "
+            f"({_plural(settings.workers, 'worker')}, "
+            f"{_plural(settings.detokenizers, 'detokenizer')}, built-in engine); "
+            f"admin API not in this build; run dir {self.run_dir.path}; Ctrl-C to stop"
+        )
+
+    def _start_all(self, probes: Probes) -> None:
+        log.info(
+            "admin app is not part of this build yet: admin_port %d is reserved, "
+            "nothing listens on it",
+            self.settings.admin_port,
+        )
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        for role in ROLE_ORDER:
+            group = [child for child in self.children if child.spec.role == role]
+            for child in group:
+                pid = child.start(self._env)
+                log.info("started %s (pid %d)", child.name, pid)
+            wait_until_ready(group, probes, deadline, self._stop.is_set)
+            log.info("ready: %s", ", ".join(child.name for child in group))
+
+    def _watch(self) -> None:
+        """Restart children that exit, until a stop is requested."""
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for child in self.children:
+                if child.restart_at is None:
+                    code = child.poll()
+                    if code is not None:
+                        self._schedule_restart(child, code, now)
+                elif now >= child.restart_at:
+                    old_pid = child.pid
+                    pid = child.start(self._env)
+                    child.restarts += 1
+                    log.warning(
+                        "restarted %s: pid %d (was %s; restart %d)",
+                        child.name,
+                        pid,
+                        old_pid,
+                        child.restarts,
+                    )
+            self._stop.wait(_WATCH_INTERVAL_S)
+
+    def _schedule_restart(self, child: Child, code: int, now: float) -> None:
+        uptime = child.uptime()
+        delay = child.backoff.next_delay(uptime)
+        child.restart_at = now + delay
+        log.warning(
+            "%s (pid %s) exited unexpectedly (%s) after %.1f s; restarting in %.1f s",
+            child.name,
+            child.pid,
+            describe_exit(code),
+            uptime,
+            delay,
+        )
+
+    def _stop_all(self) -> None:
+        for role in reversed(ROLE_ORDER):
+            group = [child for child in self.children if child.spec.role == role]
+            timeout = self.settings.stop_timeout_s
+            if role == "worker":
+                # A worker lets in-flight requests finish for up to graceful_timeout.
+                timeout += self.settings.graceful_timeout
+            stop_children(group, timeout, self._hurry.is_set)
+
+    @contextmanager
+    def _signals_handled(self) -> Iterator[None]:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self.request_stop()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in _STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

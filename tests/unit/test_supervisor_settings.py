@@ -1,0 +1,248 @@
+"""The supervisor's pure parts: settings precedence and errors, restart backoff, the layout."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from switchboard.supervisor.backoff import RestartBackoff
+from switchboard.supervisor.layout import child_environment, stack_layout
+from switchboard.supervisor.preflight import check_port_free, check_run_dir
+from switchboard.supervisor.settings import (
+    SettingsError,
+    StackSettings,
+    env_name,
+    flag_name,
+    is_loopback_host,
+    load_settings,
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No SWITCHBOARD_* setting from the caller's environment leaks into a test."""
+    for field in StackSettings.model_fields:
+        monkeypatch.delenv(env_name(field), raising=False)
+
+
+def write_toml(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+class TestPrecedence:
+    """Flags over environment over TOML over defaults, one field at a time."""
+
+    def test_defaults(self) -> None:
+        """With nothing given, the documented defaults apply."""
+        settings = load_settings({})
+        assert (settings.workers, settings.detokenizers) == (2, 2)
+        assert (settings.host, settings.port, settings.admin_port) == ("127.0.0.1", 8000, 8001)
+        assert settings.tokenizer is None and settings.run_dir is None
+        assert settings.model_name == "switchboard-sim"
+        assert settings.outputs_via == "workers"
+        assert settings.drain_timeout_s == 30.0
+        assert (settings.restart_backoff_initial_s, settings.restart_backoff_max_s) == (0.5, 10.0)
+        assert settings.restart_reset_after_s == 30.0
+
+    def test_each_layer_overrides_the_one_below(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A key set in every layer takes the flag; one set below the flag takes the env."""
+        config = write_toml(
+            tmp_path / "stack.toml", "workers = 3\nport = 9001\ndetokenizers = 4\nstep_time = 0.2\n"
+        )
+        monkeypatch.setenv("SWITCHBOARD_WORKERS", "5")
+        monkeypatch.setenv("SWITCHBOARD_PORT", "9002")
+        settings = load_settings({"workers": "7"}, config_file=config)
+        assert settings.workers == 7  # flag > env > toml
+        assert settings.port == 9002  # env > toml
+        assert settings.detokenizers == 4  # toml > default
+        assert settings.step_time == 0.2
+        assert settings.max_running_requests == 256  # default
+
+    def test_boolean_from_env_and_toml(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """allow_remote reads as a boolean from the file and from the environment."""
+        config = write_toml(tmp_path / "s.toml", 'allow_remote = true\nhost = "0.0.0.0"\n')
+        assert load_settings({}, config_file=config).allow_remote is True
+        monkeypatch.setenv("SWITCHBOARD_ALLOW_REMOTE", "1")
+        assert load_settings({"host": "0.0.0.0"}).allow_remote is True
+
+    def test_foreign_switchboard_variables_are_accepted(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """SWITCHBOARD_CACHE_DIR and SWITCHBOARD_NO_FASTPATH belong to others and pass."""
+        monkeypatch.setenv("SWITCHBOARD_CACHE_DIR", "/tmp/cache")
+        monkeypatch.setenv("SWITCHBOARD_NO_FASTPATH", "1")
+        assert load_settings({}).workers == 2
+
+
+class TestErrors:
+    """Every refusal is one line naming where the bad value came from."""
+
+    def refusal(self, cli: dict[str, object], config: Path | None = None) -> str:
+        with pytest.raises(SettingsError) as caught:
+            load_settings(cli, config_file=config)
+        message = str(caught.value)
+        assert "\n" not in message
+        return message
+
+    @pytest.mark.parametrize("field", ["workers", "detokenizers"])
+    def test_zero_processes(self, field: str) -> None:
+        """workers=0 or detokenizers=0 is refused, naming the flag."""
+        assert flag_name(field) in self.refusal({field: "0"})
+
+    def test_unknown_toml_key(self, tmp_path: Path) -> None:
+        """A misspelt key in the file is refused with a suggestion."""
+        message = self.refusal({}, write_toml(tmp_path / "s.toml", "wrokers = 2\n"))
+        assert "unknown key 'wrokers'" in message and "workers" in message
+
+    def test_bad_toml(self, tmp_path: Path) -> None:
+        """A file that is not TOML is refused, naming the file."""
+        path = write_toml(tmp_path / "s.toml", "workers = = 2\n")
+        assert "not valid TOML" in self.refusal({}, path)
+
+    def test_missing_config_file(self, tmp_path: Path) -> None:
+        """A --config file that does not exist is refused (not silently ignored)."""
+        assert "not found" in self.refusal({}, tmp_path / "absent.toml")
+
+    def test_bad_value_in_toml_names_the_file(self, tmp_path: Path) -> None:
+        """A bad value in the file is reported with the file and key."""
+        path = write_toml(tmp_path / "s.toml", "port = 70000\n")
+        assert f"{path}: port = 70000" in self.refusal({}, path)
+
+    def test_unknown_environment_variable(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A misspelt SWITCHBOARD_ variable is refused with a suggestion."""
+        monkeypatch.setenv("SWITCHBOARD_WORKRES", "3")
+        message = self.refusal({})
+        assert "SWITCHBOARD_WORKRES" in message and "SWITCHBOARD_WORKERS" in message
+
+    def test_bad_environment_value_names_the_variable(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A bad value from the environment is reported with the variable's name."""
+        monkeypatch.setenv("SWITCHBOARD_DETOKENIZERS", "many")
+        assert "SWITCHBOARD_DETOKENIZERS=many" in self.refusal({})
+
+    def test_remote_host_needs_opt_in(self) -> None:
+        """A host beyond loopback is refused unless allow_remote is set."""
+        assert "--allow-remote" in self.refusal({"host": "0.0.0.0"})
+        assert load_settings({"host": "0.0.0.0", "allow_remote": True}).host == "0.0.0.0"
+
+    def test_admin_port_must_differ(self) -> None:
+        """The admin port cannot be the workers' port."""
+        assert "admin_port" in self.refusal({"port": "9000", "admin_port": "9000"})
+
+    def test_log_level_is_checked_and_normalised(self) -> None:
+        """A log level is upper-cased; an unknown one is refused."""
+        assert load_settings({"log_level": "debug"}).log_level == "DEBUG"
+        assert "--log-level" in self.refusal({"log_level": "chatty"})
+
+    @pytest.mark.parametrize(
+        ("host", "loopback"),
+        [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True),
+         ("localhost", True), ("0.0.0.0", False), ("10.0.0.1", False), ("example.com", False)],
+    )  # fmt: skip
+    def test_loopback_hosts(self, host: str, loopback: bool) -> None:
+        """Loopback addresses and 'localhost' are local; wildcards and names are not."""
+        assert is_loopback_host(host) is loopback
+
+
+class TestPreflight:
+    """Checks made before anything starts."""
+
+    def test_port_in_use_is_refused(self) -> None:
+        """A port with a listener (even one using SO_REUSEPORT) is reported in use."""
+        with socket.socket() as listener:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            port = listener.getsockname()[1]
+            with pytest.raises(SettingsError, match="already in use"):
+                check_port_free("127.0.0.1", port)
+        check_port_free("127.0.0.1", port)
+
+    def test_run_dir_too_deep_for_ipc(self, tmp_path: Path) -> None:
+        """A run directory whose socket paths exceed the kernel's limit is refused."""
+        with pytest.raises(SettingsError, match="too long"):
+            check_run_dir(tmp_path / ("d" * 120))
+
+
+class TestRestartBackoff:
+    """Doubling delays, capped, forgiven after a healthy run."""
+
+    def test_doubles_up_to_the_cap(self) -> None:
+        """Quick crashes wait initial, 2x, 4x ... never beyond the maximum."""
+        backoff = RestartBackoff(initial_s=0.5, max_s=3.0, reset_after_s=30.0)
+        assert [backoff.next_delay(1.0) for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+    def test_healthy_run_resets(self) -> None:
+        """A child that ran past reset_after_s restarts after the initial delay again."""
+        backoff = RestartBackoff(initial_s=0.5, max_s=10.0, reset_after_s=30.0)
+        for _ in range(4):
+            backoff.next_delay(0.1)
+        assert backoff.next_delay(31.0) == 0.5
+        assert backoff.next_delay(0.1) == 1.0
+
+    def test_many_crashes_do_not_overflow(self) -> None:
+        """Thousands of crashes in a row still give the cap."""
+        backoff = RestartBackoff(initial_s=0.5, max_s=10.0, reset_after_s=30.0)
+        for _ in range(5000):
+            delay = backoff.next_delay(0.0)
+        assert delay == 10.0
+
+
+class TestLayout:
+    """The children, their order, arguments and socket files."""
+
+    def test_roles_in_start_order(self, tmp_path: Path) -> None:
+        """Router, detok router, M detokenizers, engine, N workers w0..w{N-1}."""
+        settings = load_settings({"workers": "3", "detokenizers": "2"})
+        names = [spec.name for spec in stack_layout(settings, tmp_path, 42)]
+        assert names == [
+            "router", "detok-router", "detokenizer-0", "detokenizer-1", "engine",
+            "worker-w0", "worker-w1", "worker-w2",
+        ]  # fmt: skip
+
+    def test_every_child_dies_with_the_supervisor(self, tmp_path: Path) -> None:
+        """Each child is given --parent-pid, --run-dir and the log level."""
+        settings = load_settings({"log_level": "warning"})
+        for spec in stack_layout(settings, tmp_path, 4242):
+            argv = list(spec.argv)
+            assert argv[argv.index("--parent-pid") + 1] == "4242"
+            assert argv[argv.index("--run-dir") + 1] == str(tmp_path)
+            assert argv[argv.index("--log-level") + 1] == "WARNING"
+
+    def test_settings_reach_their_children(self, tmp_path: Path) -> None:
+        """Engine, detokenizer and worker settings appear on the right command lines."""
+        settings = load_settings(
+            {"step_time": "0.05", "outputs_via": "router", "port": "9100", "tokenizer": "/t.json"}
+        )
+        specs = {spec.name: list(spec.argv) for spec in stack_layout(settings, tmp_path, 1)}
+        assert specs["engine"][specs["engine"].index("--step-time") + 1] == "0.05"
+        detok = specs["detokenizer-1"]
+        assert detok[detok.index("--outputs-via") + 1] == "router"
+        assert detok[detok.index("--index") + 1] == "1"
+        worker = specs["worker-w1"]
+        assert worker[worker.index("--worker-id") + 1] == "w1"
+        assert worker[worker.index("--port") + 1] == "9100"
+        assert all("--tokenizer" in argv for name, argv in specs.items() if "router" not in name)
+
+    def test_socket_files_are_in_the_run_dir(self, tmp_path: Path) -> None:
+        """Every socket file a child binds lies in the run directory."""
+        specs = stack_layout(load_settings({}), tmp_path, 1)
+        files = [path for spec in specs for path in spec.socket_files]
+        assert len(files) == len(set(files)) == 5 + 2 + 2 + 1 + 2
+        assert all(path.parent == tmp_path for path in files)
+
+    def test_child_environment_drops_stack_settings(self) -> None:
+        """Children do not inherit SWITCHBOARD_ settings variables, but keep foreign ones."""
+        env = child_environment(
+            {"SWITCHBOARD_PORT": "1", "SWITCHBOARD_CACHE_DIR": "/c", "PATH": "/bin"}
+        )
+        assert env["SWITCHBOARD_CACHE_DIR"] == "/c" and env["PATH"] == "/bin"
+        assert "SWITCHBOARD_PORT" not in env and env["PYTHONUNBUFFERED"] == "1"
