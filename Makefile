@@ -26,7 +26,7 @@ test: lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 run: venv
-	@echo "switchboard up: not yet (the runnable stack arrives with issue 3)"
+	$(BIN)/switchboard up $(RUN_ARGS)
 
 bench: venv
 	$(BIN)/switchboard bench router $(BENCH_ARGS)

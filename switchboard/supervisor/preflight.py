@@ -6,7 +6,8 @@ import errno
 import socket
 from pathlib import Path
 
-from switchboard.supervisor.rundir import MAX_IPC_PATH
+from router_core.endpoints import RouterEndpoints
+from switchboard.supervisor.rundir import MAX_IPC_PATH, socket_in_use
 from switchboard.supervisor.settings import SettingsError, StackSettings
 from switchboard.text import Tokenizer, TokenizerLoadError, load_tokenizer
 
@@ -55,7 +56,8 @@ def check_tokenizer(path: Path | None) -> Tokenizer:
 
 
 def check_run_dir(path: Path | None) -> None:
-    """SettingsError if a given run directory is not a directory or too deep for ipc paths."""
+    """SettingsError if a given run directory is not a directory, is too deep for ipc
+    paths, or already holds a running stack."""
     if path is None:
         return
     resolved = path.expanduser().resolve()
@@ -66,6 +68,10 @@ def check_run_dir(path: Path | None) -> None:
         raise SettingsError(
             f"run_dir {path}: too long for ipc socket paths ({longest} > {MAX_IPC_PATH} bytes)"
         )
+    # A router answering on the control socket there means a stack already runs in it.
+    control = RouterEndpoints.in_run_dir(resolved).control.removeprefix("ipc://")
+    if socket_in_use(Path(control)):
+        raise SettingsError(f"run_dir {path}: another stack is running there")
 
 
 def preflight(settings: StackSettings) -> Tokenizer:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["MAX_IPC_PATH", "RunDirectory"]
+__all__ = ["MAX_IPC_PATH", "RunDirectory", "socket_in_use"]
 
 log = logging.getLogger("switchboard.supervisor")
 
@@ -19,6 +20,23 @@ MAX_IPC_PATH = 107
 _SHORT_BASE = "/tmp"  # noqa: S108 (see _temporary_base)
 #: Room left for "/switchboard-XXXXXXXX/" and the longest socket file name.
 _MAX_BASE_LENGTH = MAX_IPC_PATH - 60
+
+
+def socket_in_use(path: Path) -> bool:
+    """Whether a process listens on the unix socket file ``path`` (False if no such file)."""
+    try:
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            return False
+    except FileNotFoundError:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False  # refused: a file left by a process that is gone
+    finally:
+        probe.close()
+    return True
 
 
 def _temporary_base() -> str | None:
@@ -68,12 +86,16 @@ class RunDirectory:
         return self._path
 
     def close(self, socket_files: Iterable[Path]) -> None:
-        """Remove leftover socket files, then the directory if it is temporary."""
+        """Remove leftover socket files, then the directory if it is temporary.
+
+        Call once every child has exited. A file someone still listens on is not ours
+        (another stack started on the same directory) and is left alone.
+        """
         if self._path is None:
             return
         for path in socket_files:
             try:
-                if stat.S_ISSOCK(path.lstat().st_mode):
+                if stat.S_ISSOCK(path.lstat().st_mode) and not socket_in_use(path):
                     path.unlink()
                     log.debug("removed leftover socket file %s", path)
             except FileNotFoundError:

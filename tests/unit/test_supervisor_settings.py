@@ -246,3 +246,19 @@ class TestLayout:
         )
         assert env["SWITCHBOARD_CACHE_DIR"] == "/c" and env["PATH"] == "/bin"
         assert "SWITCHBOARD_PORT" not in env and env["PYTHONUNBUFFERED"] == "1"
+
+
+class TestOperatingDoc:
+    """docs/operating.md stays true to the settings."""
+
+    def test_every_setting_is_documented(self) -> None:
+        """Each setting's TOML key, flag, variable and default appear in one table row."""
+        doc = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+        rows = {line.split("|")[1].strip(" `"): line for line in doc.splitlines() if "| `" in line}
+        for name, info in StackSettings.model_fields.items():
+            row = rows.get(name)
+            assert row is not None, f"{name} has no row in docs/operating.md"
+            assert f"`{flag_name(name)}`" in row and f"`{env_name(name)}`" in row
+            default = info.get_default()
+            expected = "unset" if default is None else "off" if default is False else str(default)
+            assert f"| {expected} |" in row, f"{name}: default {expected} not in {row}"
