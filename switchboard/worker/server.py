@@ -79,6 +79,9 @@ def run_server(
         log_level=log_level.lower(),
         timeout_graceful_shutdown=int(graceful_timeout_s),
         server_header=False,
+        # uvicorn's loggers propagate to the root logger the worker configured, so its
+        # lines carry the worker id and pid like every other line of the stack.
+        log_config=None,
         # Streams carry their own data; keep idle keep-alive connections a little longer
         # than the typical client pool's so the server is not the one dropping them.
         timeout_keep_alive=10,
