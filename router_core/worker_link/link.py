@@ -404,8 +404,14 @@ class WorkerLink:
 
     # ------------------------------------------------------------------ outbound control
 
-    def _send_control(self, frames: Frames) -> None:
-        if self._control is None or not send_frames(self._control, frames):
+    def _send_control(self, frames: Frames, *, retried: bool = False) -> None:
+        """Send without blocking; what the router cannot take now is dropped and counted
+        (``retried`` messages, registrations, are counted apart: they go out again)."""
+        if self._control is not None and send_frames(self._control, frames):
+            return
+        if retried:
+            self.counters.add("registration_retries", "router_not_connected")
+        else:
             self.counters.add("dropped", "control")
 
     def _report_state_change(self) -> None:
@@ -425,7 +431,7 @@ class WorkerLink:
         while True:
             now = time.monotonic()
             if not session.registered:
-                self._send_control(session.registration())
+                self._send_control(session.registration(), retried=True)
                 wait = retry
                 retry = min(retry * 2, self.settings.register_retry_s)
             else:

@@ -10,8 +10,11 @@ deregisters and exits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import signal
 import socket
+from collections.abc import Iterator
 from types import FrameType
 
 import uvicorn
@@ -20,6 +23,9 @@ from fastapi import FastAPI
 from router_core.worker_link import WorkerLink
 
 __all__ = ["WorkerServer", "listen_socket", "run_server"]
+
+#: Signals that ask a worker to stop.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 #: Pending connections the kernel queues per worker.
 BACKLOG = 2048
@@ -58,6 +64,20 @@ class WorkerServer(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Stop gracefully on SIGTERM/SIGINT, then return normally (exit status 0).
+
+        uvicorn's own version raises the caught signal again after the graceful stop, so
+        the process would die by SIGTERM; a worker asked to stop has stopped cleanly.
+        """
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._loop is not None and self._link.session.registered:

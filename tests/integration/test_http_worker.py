@@ -592,12 +592,6 @@ class TestWorkerShutdown:
                 assert response.status_code == 200, response.text
                 assert response.json()["text"] == predictor.text(f"after {i}", 3)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="product bug: uvicorn re-raises the captured SIGTERM after its graceful "
-        "shutdown (Server.capture_signals), so the worker dies by SIGTERM (-15) and "
-        "switchboard/worker/cli.py run() never returns its 0",
-    )
     def test_sigterm_exit_status_is_zero(self, stack: HttpStack) -> None:
         """A worker stopped by SIGTERM exits with status 0, like every other process."""
         w1 = stack.workers["w1"]

@@ -318,12 +318,7 @@ def http_stack(
 
 
 def _stop_workers(processes: ProcessManager) -> list[str]:
-    """SIGTERM every worker at once and check each: exited in time, socket file removed.
-
-    A worker's status is either 0 or death by the SIGTERM itself: uvicorn re-raises the
-    signal after its graceful shutdown (see ``TestWorkerShutdown`` in test_http_worker.py
-    for the status this repository intends).
-    """
+    """SIGTERM every worker at once and check each: exited 0 in time, socket file removed."""
     workers = [p for p in processes.processes if p.name.startswith("worker-") and p.alive()]
     for proc in workers:
         proc.stopped_by_sigterm = True
@@ -336,7 +331,7 @@ def _stop_workers(processes: ProcessManager) -> list[str]:
             proc.kill()
             problems.append(f"{proc.name} ignored SIGTERM for 10 s and was killed")
             continue
-        if code not in (0, -signal.SIGTERM):
+        if code != 0:
             problems.append(f"{proc.name} exited {code} on SIGTERM:\n{proc.log_tail()}")
             continue
         leftover = [str(path) for path in proc.binds if path.exists()]
