@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -73,8 +73,6 @@ class Child:
     #: When a pending restart is due (monotonic); None when none is pending.
     restart_at: float | None = None
     restarts: int = 0
-    #: The exit of the previous process, already reported.
-    last_exit: int | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:

@@ -14,8 +14,6 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
-from switchboard.supervisor.preflight import preflight
-from switchboard.supervisor.rundir import RunDirectory
 from switchboard.supervisor.settings import (
     SettingsError,
     StackSettings,
@@ -23,7 +21,6 @@ from switchboard.supervisor.settings import (
     flag_name,
     load_settings,
 )
-from switchboard.supervisor.supervise import Supervisor
 
 __all__ = ["add_parser", "run"]
 
@@ -96,13 +93,24 @@ def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the stack until SIGTERM; the exit status (2 for a bad setting, in one line)."""
+    # Imported here: every switchboard command builds this subcommand's parser, and the
+    # routers, engine and detokenizers it starts should not pay for the supervisor.
+    from switchboard.supervisor.preflight import preflight
+    from switchboard.supervisor.rundir import RunDirectory
+    from switchboard.supervisor.supervise import Supervisor
+
     try:
         settings = load_settings(_given_flags(args), config_file=args.config)
         logging.basicConfig(level=settings.log_level_number(), format=_LOG_FORMAT)
         # The readiness probes poll /health; one log line per probe is noise.
         logging.getLogger("httpx").setLevel(max(logging.WARNING, settings.log_level_number()))
         preflight(settings)
+        run_dir = RunDirectory(settings.run_dir)
+        run_dir.open()
     except SettingsError as exc:
         print(f"switchboard up: {exc}", file=sys.stderr)
         return 2
-    return Supervisor(settings, RunDirectory(settings.run_dir)).run()
+    except OSError as exc:
+        print(f"switchboard up: cannot create the run dir: {exc}", file=sys.stderr)
+        return 2
+    return Supervisor(settings, run_dir).run()

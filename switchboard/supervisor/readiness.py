@@ -74,12 +74,15 @@ class Probes:
         """Whether the child behind ``check`` is ready now."""
         return self._table[check.kind](check.target)
 
-    def call(self, endpoint: str, command: str, **args: Any) -> Any:
-        """``command`` on ``endpoint`` as plain data; ControlError (or its timeout) if none."""
+    def call(
+        self, endpoint: str, command: str, *, timeout_s: float = _PROBE_TIMEOUT_S, **args: Any
+    ) -> Any:
+        """``command`` on ``endpoint`` as plain data; ControlError (ControlTimeout after
+        ``timeout_s``) if it fails."""
         client = self._clients.get(endpoint)
         if client is None:
-            client = self._clients[endpoint] = ControlClient(endpoint, timeout_s=_PROBE_TIMEOUT_S)
-        return msgspec.to_builtins(client.call(command, **args))
+            client = self._clients[endpoint] = ControlClient(endpoint, timeout_s=timeout_s)
+        return msgspec.to_builtins(client.call(command, reply_timeout_s=timeout_s, **args))
 
     def control_answers(self, endpoint: str) -> bool:
         """The control socket at ``endpoint`` answers ``status``."""
@@ -103,9 +106,9 @@ class Probes:
         except ControlError:
             return False
 
-    def workers(self) -> dict[str, dict[str, Any]]:
+    def workers(self, timeout_s: float = _PROBE_TIMEOUT_S) -> dict[str, dict[str, Any]]:
         """The router's registry by worker id; ControlError if the router does not answer."""
-        listed = self.call(self.router_control, "list_workers")
+        listed = self.call(self.router_control, "list_workers", timeout_s=timeout_s)
         return {record["worker_id"]: record for record in listed}
 
     def worker_serving(self, worker_id: str) -> bool:

@@ -27,7 +27,7 @@ def socket_in_use(path: Path) -> bool:
     try:
         if not stat.S_ISSOCK(path.lstat().st_mode):
             return False
-    except FileNotFoundError:
+    except OSError:  # no such file, or a parent that is not a directory
         return False
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

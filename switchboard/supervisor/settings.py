@@ -138,6 +138,11 @@ class StackSettings(BaseSettings):
         30.0, gt=0, description="a child up this long restarts after the initial delay again"
     )
 
+    @field_validator("tokenizer", "run_dir")
+    @classmethod
+    def _expand_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:

@@ -16,6 +16,8 @@ __all__ = ["drain_workers", "stop_children"]
 log = logging.getLogger("switchboard.supervisor")
 
 _POLL_INTERVAL_S = 0.05
+#: A router busy with a burst of traffic may be slow to answer; a drain is worth a wait.
+_CONTROL_TIMEOUT_S = 2.0
 #: How long to wait for the kernel to reap a child after SIGKILL.
 _KILL_WAIT_S = 5.0
 
@@ -35,39 +37,54 @@ def _undrained(
 
 
 def drain_workers(
-    probes: Probes, workers: Sequence[Child], timeout_s: float, hurry: Callable[[], bool]
+    probes: Probes,
+    workers: Sequence[Child],
+    router: Child,
+    timeout_s: float,
+    hurry: Callable[[], bool],
 ) -> bool:
     """Drain every running worker and wait until each reports ``drained`` with nothing in flight.
 
-    Each worker is sent ``drain`` through the router, after which it answers new
+    Each worker is sent ``drain`` through ``router``, after which it answers new
     requests 503 while its in-flight requests finish. Returns True when all drained;
     False when ``timeout_s`` passed, ``hurry()`` turned true (a second signal) or the
-    router stopped answering. Failures are logged, never raised: stopping goes on.
+    router is not running. Failures are logged, never raised: stopping goes on.
     """
+    if not router.alive():
+        log.warning("the router is not running; stopping without a drain")
+        return False
     for child in workers:
         if child.spec.worker_id is None or not child.alive():
             continue
         try:
-            probes.call(probes.router_control, "drain", worker_id=child.spec.worker_id)
+            probes.call(
+                probes.router_control,
+                "drain",
+                worker_id=child.spec.worker_id,
+                timeout_s=_CONTROL_TIMEOUT_S,
+            )
         except ControlError as exc:
             log.warning("cannot drain %s: %s", child.name, exc)
     log.info("draining %d worker(s), up to %.1f s; signal again to skip", len(workers), timeout_s)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            left = _undrained(workers, probes.workers())
+            left: dict[str, object] | None = _undrained(workers, probes.workers(_CONTROL_TIMEOUT_S))
         except ControlError as exc:
-            log.warning("the router does not answer (%s); stopping without the drain", exc)
-            return False
-        if not left:
+            if not router.alive():
+                log.warning("the router exited; stopping without the rest of the drain")
+                return False
+            log.debug("no registry from the router yet (%s)", exc)
+            left = None  # a slow answer: ask again until the deadline
+        if left is not None and not left:
             log.info("every worker is drained")
             return True
+        pending = ", ".join(f"{name} ({count} in flight)" for name, count in (left or {}).items())
         if hurry():
-            log.warning("second signal: stopping without waiting for %s", ", ".join(left))
+            log.warning("second signal: stopping without waiting for the drain: %s", pending)
             return False
         if time.monotonic() >= deadline:
-            detail = ", ".join(f"{name} ({count} in flight)" for name, count in left.items())
-            log.warning("drain timed out after %.1f s: %s", timeout_s, detail)
+            log.warning("drain timed out after %.1f s: %s", timeout_s, pending or "no answer")
             return False
         time.sleep(_POLL_INTERVAL_S)
 

@@ -49,7 +49,8 @@ class Supervisor:
     line to ``out`` saying where the stack serves; restarts any child that exits with
     :class:`RestartBackoff` delays; and on the first signal drains the workers and stops
     everything in reverse order. A second signal skips what is left of the waiting.
-    Nothing happens before :meth:`run`.
+    ``run_dir`` must be open; the supervisor closes it when it stops. Nothing happens
+    before :meth:`run`.
     """
 
     def __init__(
@@ -71,26 +72,27 @@ class Supervisor:
 
     def run(self) -> int:
         """Run the stack until asked to stop; the exit status (0, or 1 if startup failed)."""
+        settings = self.settings
+        path = self.run_dir.path
+        backoff = (
+            settings.restart_backoff_initial_s,
+            settings.restart_backoff_max_s,
+            settings.restart_reset_after_s,
+        )
+        probes: Probes | None = None
         with self._signals_handled():
-            path = self.run_dir.open()
-            settings = self.settings
-            backoff = (
-                settings.restart_backoff_initial_s,
-                settings.restart_backoff_max_s,
-                settings.restart_reset_after_s,
-            )
-            self.children = [
-                Child(spec, RestartBackoff(*backoff))
-                for spec in stack_layout(settings, path, os.getpid())
-            ]
-            probes = Probes(
-                RouterEndpoints.in_run_dir(path).control, http_url(settings.host, settings.port)
-            )
             try:
+                self.children = [
+                    Child(spec, RestartBackoff(*backoff))
+                    for spec in stack_layout(settings, path, os.getpid())
+                ]
+                router_control = RouterEndpoints.in_run_dir(path).control
+                probes = Probes(router_control, http_url(settings.host, settings.port))
                 return self._serve(probes)
             finally:
                 self._stop_all()
-                probes.close()
+                if probes is not None:
+                    probes.close()
                 self.run_dir.close(f for child in self.children for f in child.spec.socket_files)
                 log.info("stopped; run dir %s", "removed" if self.run_dir.temporary else "cleaned")
 
@@ -106,7 +108,8 @@ class Supervisor:
         print(self.serving_line(), file=self.out, flush=True)
         self._watch()
         workers = [child for child in self.children if child.spec.role == "worker"]
-        drain_workers(probes, workers, self.settings.drain_timeout_s, self._hurry.is_set)
+        router = next(child for child in self.children if child.spec.role == "router")
+        drain_workers(probes, workers, router, self.settings.drain_timeout_s, self._hurry.is_set)
         return 0
 
     def serving_line(self) -> str:
@@ -129,7 +132,10 @@ class Supervisor:
         for role in ROLE_ORDER:
             group = [child for child in self.children if child.spec.role == role]
             for child in group:
-                pid = child.start(self._env)
+                try:
+                    pid = child.start(self._env)
+                except OSError as exc:
+                    raise StartupFailed(f"cannot start {child.name}: {exc}") from exc
                 log.info("started %s (pid %d)", child.name, pid)
             wait_until_ready(group, probes, deadline, self._stop.is_set)
             log.info("ready: %s", ", ".join(child.name for child in group))
@@ -144,17 +150,23 @@ class Supervisor:
                     if code is not None:
                         self._schedule_restart(child, code, now)
                 elif now >= child.restart_at:
-                    old_pid = child.pid
-                    pid = child.start(self._env)
-                    child.restarts += 1
-                    log.warning(
-                        "restarted %s: pid %d (was %s; restart %d)",
-                        child.name,
-                        pid,
-                        old_pid,
-                        child.restarts,
-                    )
+                    self._restart(child, now)
             self._stop.wait(_WATCH_INTERVAL_S)
+
+    def _restart(self, child: Child, now: float) -> None:
+        old_pid = child.pid
+        try:
+            pid = child.start(self._env)
+        except OSError as exc:
+            # Out of processes or memory for a moment: try again after a longer delay.
+            delay = child.backoff.next_delay(0.0)
+            child.restart_at = now + delay
+            log.error("cannot restart %s (%s); trying again in %.1f s", child.name, exc, delay)
+            return
+        child.restarts += 1
+        log.warning(
+            "restarted %s: pid %d (was %s; restart %d)", child.name, pid, old_pid, child.restarts
+        )
 
     def _schedule_restart(self, child: Child, code: int, now: float) -> None:
         uptime = child.uptime()
