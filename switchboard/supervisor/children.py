@@ -86,7 +86,9 @@ class Child:
         """Launch a fresh process of the spec; returns its pid.
 
         Each child gets its own process group so that a Ctrl-C in the terminal reaches
-        only the supervisor, which then drains and stops the children in order.
+        only the supervisor, which then drains and stops the children in order. Call it
+        from the main thread: the kernel's parent-death signal (``--parent-pid``) fires
+        when the thread that started the child ends, not only the process.
         """
         self.popen = subprocess.Popen(
             self.spec.argv,

@@ -15,7 +15,7 @@ import ipaddress
 import logging
 import os
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -195,7 +195,7 @@ def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _did_you_mean(word: str, choices: Iterator[str] | list[str]) -> str:
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 
@@ -272,7 +272,8 @@ def _describe(error: ValidationError, origins: _Origins) -> str:
             parts.append(f"unknown setting {field}")
             continue
         parts.append(f"{origins.of(field, detail.get('input'))}: {message}")
-    return "; ".join(parts)
+    # One line whatever a validator wrote.
+    return "; ".join(parts).replace("\n", " ")
 
 
 def load_settings(
