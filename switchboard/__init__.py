@@ -1,11 +1,18 @@
 """Switchboard's processes beyond the routing fabric: workers, engine, detokenizers,
 supervisor, command line and benchmarks."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("switchboard")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from __future__ import annotations
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    # Looked up on first use: importlib.metadata costs ~0.1 s at every process start.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("switchboard")
+        except PackageNotFoundError:  # a source tree that is not installed
+            return "0.0.0+unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

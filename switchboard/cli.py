@@ -77,8 +77,13 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line, documented in ``--help``."""
+def build_parser(*, with_up_flags: bool = True) -> argparse.ArgumentParser:
+    """The whole command line, documented in ``--help``.
+
+    ``with_up_flags=False`` gives ``up`` a bare parser: its flags are generated from the
+    settings model, which loads pydantic, and a child process started for another
+    command need not pay for that at every start.
+    """
     parser = _OneLineParser(prog="switchboard", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
 
@@ -136,12 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     from switchboard.detokenizer.cli import add_parser as add_detokenizer
-    from switchboard.supervisor.cli import add_parser as add_up
     from switchboard.worker.cli import add_parser as add_worker
 
     add_detokenizer(sub, _add_common)
     add_worker(sub, _add_common)
-    add_up(sub)
+    if with_up_flags:
+        from switchboard.supervisor.cli import add_parser as add_up
+
+        add_up(sub)
+    else:
+        sub.add_parser("up", help="start the whole stack (see switchboard up --help)")
 
     ctl = sub.add_parser("ctl", help="send one control command and print the JSON result")
     ctl.add_argument("--endpoint", required=True, help="the control endpoint")
@@ -309,10 +318,15 @@ def _serve(service: Service, args: argparse.Namespace) -> int:
     return 0
 
 
+#: Commands whose processes start often and never need ``up``'s flags.
+_LIGHT_COMMANDS = frozenset({"router", "detok-router", "engine", "detokenizer", "worker", "ctl"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``switchboard`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(with_up_flags=not words or words[0] not in _LIGHT_COMMANDS)
+    args = parser.parse_args(words)
     try:
         if args.command == "router":
             return _serve(_router(args), args)

@@ -2,10 +2,7 @@
 
 N worker processes share one port (SO_REUSEPORT); each tokenizes, sends requests through
 :class:`router_core.worker_link.WorkerLink` and streams the text its detokenizers send
-back. The HTTP code never touches ZeroMQ.
+back. The HTTP code never touches ZeroMQ. The app factory is
+:func:`switchboard.worker.app.create_app`; importing this package alone loads no HTTP
+framework, so the command line stays quick to start for every other process.
 """
-
-from switchboard.worker.app import create_app
-from switchboard.worker.settings import WorkerSettings
-
-__all__ = ["WorkerSettings", "create_app"]

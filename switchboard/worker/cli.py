@@ -15,8 +15,6 @@ from router_core.worker_link import WorkerLinkSettings
 from switchboard import __version__
 from switchboard.cli import UsageError, _positive_float, _positive_int, _run_dir
 from switchboard.text import TokenizerLoadError, load_tokenizer
-from switchboard.worker.app import create_app
-from switchboard.worker.server import listen_socket, run_server
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = ["add_parser", "run"]
@@ -92,6 +90,10 @@ def _settings(args: argparse.Namespace) -> WorkerSettings:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM; 2 for a bad setting (one line on stderr, no traceback)."""
+    # The HTTP stack loads only here, so `switchboard <anything else>` does not pay for it.
+    from switchboard.worker.app import create_app
+    from switchboard.worker.server import listen_socket, run_server
+
     settings = _settings(args)
     logging.basicConfig(
         level=args.log_level.upper(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import math
 import signal
 import socket
 from collections.abc import Iterator
@@ -97,7 +98,8 @@ def run_server(
         lifespan="on",
         access_log=False,
         log_level=log_level.lower(),
-        timeout_graceful_shutdown=int(graceful_timeout_s),
+        # uvicorn takes whole seconds; rounding down could cut in-flight requests off.
+        timeout_graceful_shutdown=math.ceil(graceful_timeout_s),
         server_header=False,
         # uvicorn's loggers propagate to the root logger the worker configured, so its
         # lines carry the worker id and pid like every other line of the stack.
