@@ -111,7 +111,13 @@ def build_parser(*, with_up_flags: bool = True) -> argparse.ArgumentParser:
         "--detokenizer-endpoint", action="append", help="a detokenizer's endpoint (repeat)"
     )
     detok.add_argument("--control-endpoint", help="ROUTER bound for control commands")
-    detok.add_argument("--sticky-key", choices=("worker", "request"), default="worker")
+    detok.add_argument(
+        "--sticky-key",
+        choices=("worker", "worker-crc32", "request"),
+        default="worker",
+        help="worker: each worker to the least-used detokenizer when first seen (default); "
+        "worker-crc32: crc32(worker address) %% M, as the seed; request: crc32(rid) %% M",
+    )
 
     engine = sub.add_parser("engine", help="run the built-in simulated engine")
     _add_common(engine)

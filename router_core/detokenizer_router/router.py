@@ -118,6 +118,7 @@ class DetokenizerRouter:
             "uptime_s": round(time.monotonic() - self.started_at, 3),
             "detokenizers": len(self._targets),
             "sticky_key": self.picker.key,
+            "workers_per_detokenizer": _workers_per_detokenizer(self.picker),
             "counters": self.counters.snapshot(),
             "backlogs": {t.endpoint: len(t.backlog) for t in self._targets},
         }
@@ -134,3 +135,13 @@ def _status(router: DetokenizerRouter, args: _NoArgs, reply_to: ReplyTo) -> Any:
 COMMANDS: Final[dict[str, Command[DetokenizerRouter]]] = {
     "status": Command(_status, _NoArgs, "counters and backlogs"),
 }
+
+
+def _workers_per_detokenizer(picker: DetokenizerPicker) -> list[int] | None:
+    """How many workers each detokenizer serves (None when not sticky per worker)."""
+    if picker.key != "worker":
+        return None
+    counts = [0] * picker.count
+    for index in picker.assignments().values():
+        counts[index] += 1
+    return counts

@@ -93,23 +93,30 @@ class TestBackwardSplit:
 def sticky_expectations(
     key: str, batches: list[tuple[list[str], list[str]]], count: int
 ) -> dict[str, int]:
-    """The detokenizer index each sticky key must land on (crc32 of the key, modulo)."""
-    expected = {}
+    """The detokenizer index each sticky key must land on: for ``worker``, the least-used
+    detokenizer when the worker is first seen; otherwise crc32 of the key, modulo."""
+    expected: dict[str, int] = {}
+    per_index = [0] * count
     for rids, owners in batches:
         for rid, owner in zip(rids, owners, strict=True):
-            text = owner if key == "worker" else rid
+            if key == "worker":
+                if owner not in expected:
+                    expected[owner] = per_index.index(min(per_index))
+                    per_index[expected[owner]] += 1
+                continue
+            text = owner if key == "worker-crc32" else rid
             expected[text] = zlib.crc32(text.encode()) % count
     return expected
 
 
 class TestDetokenizerRouter:
-    @pytest.mark.parametrize("sticky_key", ["worker", "request"])
-    def test_rows_stick_to_one_detokenizer_by_crc32(
+    @pytest.mark.parametrize("sticky_key", ["worker", "worker-crc32", "request"])
+    def test_rows_stick_to_one_detokenizer(
         self, stack: Stack, sockets: SocketFactory, sticky_key: str
     ) -> None:
-        """With 2 detokenizers, every row goes to crc32(key) % 2 for the configured sticky
-        key (worker address or rid), each batch becomes at most one message per
-        detokenizer, and both detokenizers get work."""
+        """With 2 detokenizers, every row goes where the configured sticky key says
+        (balanced per worker, crc32 of the worker address, or crc32 of the rid), each
+        batch becomes at most one message per detokenizer, and both get work."""
         endpoints = DetokenizerRouterEndpoints.in_run_dir(stack.run_dir, 2)
         inboxes = [sockets.bound(zmq.PULL, ep) for ep in endpoints.detokenizers]
         detok = stack.start_detok_router(2, "--sticky-key", sticky_key)
@@ -150,7 +157,7 @@ class TestDetokenizerRouter:
                 for rid, owner, frame in zip(header.rids, header.reply_to, frames[1:], strict=True):
                     row: Any = decode_payload(header.kind, frame)
                     assert row.rids == [rid] and row.http_worker_ipcs == [owner]
-                    placement[owner if sticky_key == "worker" else rid].add(index)
+                    placement[rid if sticky_key == "request" else owner].add(index)
         assert sum(len(m) - 1 for msgs in received for m in msgs) == total
         assert {key: {index} for key, index in expected.items()} == dict(placement)
         assert max(per_batch.values()) == 1, "a batch was sent twice to one detokenizer"
@@ -162,6 +169,8 @@ class TestDetokenizerRouter:
             assert any(len(v) == 2 for v in by_worker.values()), "rid key must split workers"
         status = detok.ctl("status")
         assert status["sticky_key"] == sticky_key
+        if sticky_key == "worker":
+            assert status["workers_per_detokenizer"] == [3, 3]
         assert sum(status["counters"]["routed_rows"].values()) == total
         assert "rejected" not in status["counters"]
 
