@@ -24,7 +24,7 @@ from typing import Any, Final
 from switchboard.bench.e2e_client import ClientKind
 from switchboard.bench.e2e_load import LoadPlan, event_loop_name, run_load
 from switchboard.bench.e2e_report import E2ERun, render, summarize
-from switchboard.bench.e2e_stack import HOST, Stack, StackConfig, require_psutil
+from switchboard.bench.e2e_stack import HOST, Stack, StackConfig
 from switchboard.bench.e2e_stats import (
     CpuSample,
     cpu_by_role,
@@ -216,7 +216,6 @@ def run_suite(
     a stopping stack short (its processes are then killed).
     """
     hooks = _Hooks(tmpdir, progress, interrupted, hurry)
-    require_psutil()
     started = time.monotonic()
     machine = _facts()
     runs: list[E2ERun] = []

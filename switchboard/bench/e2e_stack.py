@@ -34,7 +34,7 @@ from switchboard.bench.procs import BenchError
 if TYPE_CHECKING:
     import psutil
 
-__all__ = ["HOST", "Stack", "StackConfig", "free_port", "require_psutil", "run_dir_of"]
+__all__ = ["HOST", "Stack", "StackConfig", "free_port", "run_dir_of"]
 
 HOST: Final = "127.0.0.1"
 
@@ -82,16 +82,6 @@ def run_dir_of(cmdline: list[str]) -> Path | None:
     return None
 
 
-def require_psutil() -> None:
-    """BenchError unless psutil (a test dependency of the package, not a runtime one) loads."""
-    try:
-        import psutil  # noqa: F401
-    except ImportError as exc:
-        raise BenchError(
-            "switchboard bench e2e needs psutil to read process CPU times: pip install psutil"
-        ) from exc
-
-
 class Stack:
     """A ``switchboard up`` subprocess. Nothing runs before :meth:`launch`; :meth:`stop`
     is idempotent and leaves no process and no run directory behind.
@@ -133,7 +123,6 @@ class Stack:
 
     def launch(self) -> None:
         """Start the supervisor without waiting for it (see :meth:`wait_serving`)."""
-        require_psutil()
         parent = os.getpid()
         env = dict(os.environ)
         if self._tmpdir is not None:
