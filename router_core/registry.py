@@ -7,16 +7,27 @@ States::
     serving/paused -> draining -> drained -> serving/paused (undrain)
     serving/paused -> drained (a worker with nothing in flight drains at once)
     any -> dead (missed heartbeats past the timeout; the record is then removed)
+
+A removed worker (dead, deregistered or replaced) stays visible as a :class:`Departure`
+for a while, so operators can see who left and why.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from router_core.wire.control import Heartbeat, WorkerRegistration
 
-__all__ = ["ALLOWED_TRANSITIONS", "WorkerRecord", "WorkerRegistry", "WorkerState"]
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "MAX_DEPARTED",
+    "Departure",
+    "WorkerRecord",
+    "WorkerRegistry",
+    "WorkerState",
+]
 
 WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "dead"]
 
@@ -45,6 +56,9 @@ class WorkerRecord:
     state: WorkerState = "starting"
     inflight: int = 0
     heartbeats: int = 0
+    #: The worker's own totals, from its latest heartbeat.
+    requests_sent: int = 0
+    rows_received: int = 0
     #: The operator's last drain command not yet confirmed by the worker's heartbeats.
     #: While set, a heartbeat that crossed the command (it still reports the opposite)
     #: does not undo it. ``drain`` stays until undrain; ``undrain`` clears once the worker
@@ -52,8 +66,13 @@ class WorkerRecord:
     drain_command: Literal["drain", "undrain"] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def view(self, now: float) -> dict[str, Any]:
-        """A plain-dict view for control replies."""
+    def view(self, now: float, wall_now: float) -> dict[str, Any]:
+        """A plain-dict view for control replies.
+
+        ``now`` is the monotonic clock; ``wall_now`` the Unix time at the same instant,
+        used to give ``registered_at`` and ``last_heartbeat_at`` as Unix seconds.
+        """
+        wall = wall_now
         return {
             "worker_id": self.worker_id,
             "address": self.address,
@@ -65,19 +84,50 @@ class WorkerRecord:
             "inflight": self.inflight,
             "heartbeats": self.heartbeats,
             "last_seen_s_ago": round(now - self.last_seen, 3),
+            "registered_at": round(wall - (now - self.registered_at), 3),
+            "last_heartbeat_at": round(wall - (now - self.last_seen), 3),
+            "requests_sent": self.requests_sent,
+            "rows_received": self.rows_received,
             "safe_to_delete": self.state == "drained" and self.inflight == 0,
         }
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A worker that left the registry: when, and why (``deregistered``, ``dead_worker``,
+    ``replaced``)."""
+
+    record: WorkerRecord
+    reason: str
+    at: float
+
+    def view(self, now: float, wall_now: float) -> dict[str, Any]:
+        """The worker's last view, in state ``dead``, with why and how long ago it left."""
+        return {
+            **self.record.view(now, wall_now),
+            "state": "dead",
+            "inflight": 0,
+            "safe_to_delete": True,
+            "departure_reason": self.reason,
+            "departed_s_ago": round(now - self.at, 3),
+        }
+
+
+#: Departed workers remembered at most.
+MAX_DEPARTED = 256
 
 
 class WorkerRegistry:
     """Workers by id, with an index by return address."""
 
-    def __init__(self, heartbeat_timeout_s: float) -> None:
-        if heartbeat_timeout_s <= 0:
-            raise ValueError("heartbeat_timeout_s must be positive")
+    def __init__(self, heartbeat_timeout_s: float, departed_ttl_s: float = 300.0) -> None:
+        if heartbeat_timeout_s <= 0 or departed_ttl_s < 0:
+            raise ValueError("heartbeat_timeout_s must be positive, departed_ttl_s >= 0")
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.departed_ttl_s = departed_ttl_s
         self._by_id: dict[str, WorkerRecord] = {}
         self._by_address: dict[str, WorkerRecord] = {}
+        self._departed: deque[Departure] = deque(maxlen=MAX_DEPARTED)
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -140,6 +190,8 @@ class WorkerRegistry:
         record.last_seen = now
         record.heartbeats += 1
         record.inflight = heartbeat.inflight
+        record.requests_sent = heartbeat.requests_sent
+        record.rows_received = heartbeat.rows_received
         admitting = heartbeat.state in ("serving", "paused")
         if record.drain_command == "undrain" and admitting:
             record.drain_command = None
@@ -194,6 +246,21 @@ class WorkerRegistry:
         if not self._by_id:
             return None
         return min(r.last_seen for r in self._by_id.values()) + self.heartbeat_timeout_s
+
+    def remember_departure(self, record: WorkerRecord, reason: str, now: float) -> None:
+        """Keep a removed worker visible as ``dead`` for ``departed_ttl_s`` (operators see
+        who left and why); a worker that registers again under its id replaces it."""
+        self._departed.append(Departure(record, reason, now))
+
+    def departed(self, now: float) -> list[Departure]:
+        """Workers that left within ``departed_ttl_s`` and have not come back, oldest first."""
+        while self._departed and self._departed[0].at < now - self.departed_ttl_s:
+            self._departed.popleft()
+        latest: dict[str, Departure] = {}
+        for departure in self._departed:
+            if departure.record.worker_id not in self._by_id:
+                latest[departure.record.worker_id] = departure
+        return list(latest.values())
 
     def _remove(self, record: WorkerRecord) -> None:
         self._by_id.pop(record.worker_id, None)

@@ -9,10 +9,7 @@ __all__ = ["__version__"]
 def __getattr__(name: str) -> str:
     # Looked up on first use: importlib.metadata costs ~0.1 s at every process start.
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from router_core.version import package_version
 
-        try:
-            return version("switchboard")
-        except PackageNotFoundError:  # a source tree that is not installed
-            return "0.0.0+unknown"
+        return package_version()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,6 +27,12 @@ class NoArgs(msgspec.Struct, forbid_unknown_fields=True):
     """No arguments."""
 
 
+class ListWorkersArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """``{"include_departed": bool}``: also list workers that left recently, as ``dead``."""
+
+    include_departed: bool = False
+
+
 class WorkerArgs(msgspec.Struct, forbid_unknown_fields=True):
     """``{"worker_id": str}``."""
 
@@ -53,15 +59,25 @@ def _worker(router: TokenizerRouter, worker_id: str) -> WorkerRecord:
     return record
 
 
-def list_workers(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
-    """Every registered worker."""
-    now = time.monotonic()
-    return [record.view(now) for record in router.registry.workers()]
+def list_workers(router: TokenizerRouter, args: ListWorkersArgs, reply_to: ReplyTo) -> Any:
+    """Every registered worker, then (with ``include_departed``) those that left lately."""
+    now, wall = time.monotonic(), time.time()
+    views = [record.view(now, wall) for record in router.registry.workers()]
+    if args.include_departed:
+        views.extend(departure.view(now, wall) for departure in router.registry.departed(now))
+    return views
 
 
 def get_worker(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
-    """One worker, or NOT_FOUND."""
-    return _worker(router, args.worker_id).view(time.monotonic())
+    """One worker (registered, or departed lately and shown as ``dead``), or NOT_FOUND."""
+    now, wall = time.monotonic(), time.time()
+    record = router.registry.get(args.worker_id)
+    if record is not None:
+        return record.view(now, wall)
+    for departure in router.registry.departed(now):
+        if departure.record.worker_id == args.worker_id:
+            return departure.view(now, wall)
+    raise ControlError(ErrorCode.NOT_FOUND, f"no worker {args.worker_id!r}")
 
 
 def pause(router: TokenizerRouter, args: PauseArgs, reply_to: ReplyTo) -> Any:
@@ -69,7 +85,7 @@ def pause(router: TokenizerRouter, args: PauseArgs, reply_to: ReplyTo) -> Any:
     op = router.start_pause_operation(
         is_pause=True, mode=args.mode, timeout_s=args.timeout_s, waiter=reply_to
     )
-    return op.outcome(time.monotonic()) if op.complete else DEFERRED
+    return router.outcome_of(op) if op.complete else DEFERRED
 
 
 def continue_(router: TokenizerRouter, args: ContinueArgs, reply_to: ReplyTo) -> Any:
@@ -77,7 +93,7 @@ def continue_(router: TokenizerRouter, args: ContinueArgs, reply_to: ReplyTo) ->
     op = router.start_pause_operation(
         is_pause=False, mode=None, timeout_s=args.timeout_s, waiter=reply_to
     )
-    return op.outcome(time.monotonic()) if op.complete else DEFERRED
+    return router.outcome_of(op) if op.complete else DEFERRED
 
 
 def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
@@ -86,7 +102,7 @@ def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
     if not router.registry.command_drain(record):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
     router.send_drain(record, drain=True)
-    return record.view(time.monotonic())
+    return record.view(time.monotonic(), time.time())
 
 
 def undrain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
@@ -96,7 +112,7 @@ def undrain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any
     if not router.registry.command_undrain(record, resume):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
     router.send_drain(record, drain=False)
-    return record.view(time.monotonic())
+    return record.view(time.monotonic(), time.time())
 
 
 def load(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
@@ -122,7 +138,7 @@ def status(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
 
 
 COMMANDS: Final[dict[str, Command[TokenizerRouter]]] = {
-    "list_workers": Command(list_workers, NoArgs, "every registered worker"),
+    "list_workers": Command(list_workers, ListWorkersArgs, "every registered worker"),
     "get_worker": Command(get_worker, WorkerArgs, "one worker by id"),
     "pause": Command(pause, PauseArgs, "pause generation (barrier)"),
     "continue": Command(continue_, ContinueArgs, "resume generation (barrier)"),

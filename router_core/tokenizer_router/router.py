@@ -17,6 +17,7 @@ import gc
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -34,6 +35,7 @@ from router_core.inbound import BUDGET, BoundSockets, Handler, accept, drain, re
 from router_core.loop import PollLoop
 from router_core.registry import WorkerRecord, WorkerRegistry
 from router_core.transport import DEFAULT_HWM, FrameLike
+from router_core.version import package_version
 from router_core.wire import (
     BATCH_KINDS,
     DATA_KINDS,
@@ -65,6 +67,9 @@ __all__ = ["ENGINE", "RouterSettings", "TokenizerRouter"]
 logger = logging.getLogger(__name__)
 
 _KIND_LABELS: Final = {kind.value: kind.name.lower() for kind in Kind}
+
+#: Finished pause/continue operations kept for ``status``.
+RECENT_OPERATIONS: Final = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +116,11 @@ class TokenizerRouter:
         self.load_received_at: float | None = None
         self.engine_seen_at: float | None = None
         self.started_at = time.monotonic()
+        self.started_wall = time.time()
+        #: When the pause state last changed (Unix seconds); None until the first change.
+        self.pause_state_since: float | None = None
+        #: Outcomes of the latest pause/continue operations, oldest first.
+        self.recent_operations: deque[dict[str, Any]] = deque(maxlen=RECENT_OPERATIONS)
         self._loop = PollLoop()
         self._next_expiry_check = 0.0
         self._fast: fastpath.FastForwarder | None = None
@@ -334,6 +344,7 @@ class TokenizerRouter:
 
     def _depart(self, record: WorkerRecord, reason: str) -> None:
         """A worker left: close its socket and stop waiting for its acknowledgements."""
+        self.registry.remember_departure(record, reason, time.monotonic())
         self._forget_address(record.address, reason)
         for op in self.barrier.depart(record.worker_id):
             self._answer(op)
@@ -390,6 +401,8 @@ class TokenizerRouter:
     ) -> PauseOperation:
         """Broadcast a pause or continue to every live worker and the engine."""
         now = time.monotonic()
+        if is_pause != self.barrier.state.paused or not self.pause_state_since:
+            self.pause_state_since = time.time()
         live = {r.worker_id for r in self.registry.workers()}
         if self.engine_is_live(now):
             live.add(ENGINE)
@@ -419,9 +432,16 @@ class TokenizerRouter:
         seen = self.engine_seen_at
         return seen is not None and now - seen <= self.settings.engine_timeout_s
 
+    def outcome_of(self, op: PauseOperation) -> dict[str, Any]:
+        """The answer to a finished operation, also kept in ``recent_operations``."""
+        outcome = {**op.outcome(time.monotonic()), "finished_at": round(time.time(), 3)}
+        self.recent_operations.append(outcome)
+        return outcome
+
     def _answer(self, op: PauseOperation) -> None:
+        outcome = self.outcome_of(op)
         if self.control is not None and isinstance(op.waiter, ReplyTo):
-            self.control.answer(op.waiter, op.outcome(time.monotonic()))
+            self.control.answer(op.waiter, outcome)
         if not op.complete:
             self.counters.add("pause_timeouts", "pause" if op.is_pause else "continue")
 
@@ -506,7 +526,10 @@ class TokenizerRouter:
             "pause_mode": state.mode,
             "last_op_id": state.op_id,
             "last_op_seq": state.seq,
+            "pause_state_since": round(self.pause_state_since or self.started_wall, 3),
             "pending_operations": len(self.barrier.pending),
+            "recent_operations": list(self.recent_operations),
+            "version": package_version(),
             "workers": states,
             "engine_live": self.engine_is_live(now),
             "counters": self.counters.snapshot(),

@@ -71,6 +71,10 @@ class Heartbeat(msgspec.Struct, omit_defaults=True):
     #: The worker's return address, so a router that does not know the worker (it
     #: restarted) can ask it to register again.
     address: str = ""
+    #: Requests this worker has sent since it started (generate and embed).
+    requests_sent: int = 0
+    #: Output rows this worker has received since it started.
+    rows_received: int = 0
 
 
 class Deregistration(msgspec.Struct, omit_defaults=True):

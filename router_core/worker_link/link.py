@@ -290,6 +290,7 @@ class WorkerLink:
             raise RouterUnavailable("the worker link is closed")
         if send_frames(sock, frames):
             self.counters.add("requests_sent", kind.name.lower())
+            self.session.requests_sent += 1
             return
         # Backpressure is rare (the router reads requests as fast as the engine takes
         # them), so waiting polls with a growing pause instead of watching the socket.
@@ -302,6 +303,7 @@ class WorkerLink:
                 break
             if send_frames(sock, frames):
                 self.counters.add("requests_sent", kind.name.lower())
+                self.session.requests_sent += 1
                 return
         self.counters.add("request_send_failed", "router_unavailable")
         raise RouterUnavailable(f"the router did not take {request.rid!r} in time")
@@ -400,6 +402,7 @@ class WorkerLink:
         if not isinstance(row, OutputRow) or row.rids != [rid]:
             self.counters.add("rejected", "bad_row")
             return
+        self.session.rows_received += 1
         stream.put(row)
 
     # ------------------------------------------------------------------ outbound control

@@ -66,6 +66,9 @@ class WorkerSession:
         self.inflight: set[str] = set()
         self.load: LoadSnapshot | None = None
         self.heartbeat_interval_s = DEFAULT_HEARTBEAT_INTERVAL_S
+        #: Totals reported in heartbeats (the link counts them).
+        self.requests_sent = 0
+        self.rows_received = 0
         self._last_op_seq = -1
         self._heartbeat_seq = 0
 
@@ -112,6 +115,8 @@ class WorkerSession:
             state=self.state,
             inflight=len(self.inflight),
             address=self.identity.address,
+            requests_sent=self.requests_sent,
+            rows_received=self.rows_received,
         )
         return frame_message(Kind.HEARTBEAT, beat)
 

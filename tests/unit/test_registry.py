@@ -288,7 +288,8 @@ class TestRecordView:
         """The view carries identity, state, counts and seconds since last seen."""
         record = record_in("serving")
         record.inflight, record.heartbeats, record.last_seen = 3, 9, 10.0
-        view = record.view(now=12.5)
+        record.requests_sent, record.rows_received = 40, 400
+        view = record.view(now=12.5, wall_now=1_000.0)
         assert view == {
             "worker_id": "w",
             "address": "ipc:///run/w",
@@ -300,6 +301,10 @@ class TestRecordView:
             "inflight": 3,
             "heartbeats": 9,
             "last_seen_s_ago": 2.5,
+            "registered_at": 987.5,
+            "last_heartbeat_at": 997.5,
+            "requests_sent": 40,
+            "rows_received": 400,
             "safe_to_delete": False,
         }
 
@@ -319,4 +324,47 @@ class TestRecordView:
         """safe_to_delete holds exactly for a drained worker with nothing in flight."""
         record = record_in(state)
         record.inflight = inflight
-        assert record.view(now=0.0)["safe_to_delete"] is safe
+        assert record.view(now=0.0, wall_now=0.0)["safe_to_delete"] is safe
+
+
+class TestDepartures:
+    """Workers that left stay visible as dead for a while, then are forgotten."""
+
+    def test_departed_worker_is_listed_dead_with_its_reason(self) -> None:
+        """A departure keeps the last view, in state dead, with why and when it left."""
+        registry = WorkerRegistry(TIMEOUT, departed_ttl_s=60.0)
+        record, _ = registry.register(registration(), now=1.0)
+        registry.deregister("w1")
+        registry.remember_departure(record, "deregistered", now=2.0)
+        (departure,) = registry.departed(now=5.0)
+        view = departure.view(now=5.0, wall_now=100.0)
+        assert view["worker_id"] == "w1" and view["state"] == "dead"
+        assert view["departure_reason"] == "deregistered" and view["departed_s_ago"] == 3.0
+        assert view["safe_to_delete"] is True and view["inflight"] == 0
+
+    def test_departures_expire_after_the_ttl(self) -> None:
+        """A departure older than departed_ttl_s is no longer listed."""
+        registry = WorkerRegistry(TIMEOUT, departed_ttl_s=10.0)
+        record, _ = registry.register(registration(), now=0.0)
+        registry.deregister("w1")
+        registry.remember_departure(record, "dead_worker", now=1.0)
+        assert len(registry.departed(now=11.0)) == 1
+        assert registry.departed(now=11.5) == []
+
+    def test_a_worker_that_comes_back_is_not_listed_as_departed(self) -> None:
+        """Registering again under the same id hides the old departure."""
+        registry = WorkerRegistry(TIMEOUT)
+        record, _ = registry.register(registration(), now=0.0)
+        registry.deregister("w1")
+        registry.remember_departure(record, "deregistered", now=1.0)
+        registry.register(registration(), now=2.0)
+        assert registry.departed(now=3.0) == []
+
+    def test_only_the_latest_departure_of_a_worker_is_listed(self) -> None:
+        """A worker that left twice is listed once, with its latest reason."""
+        registry = WorkerRegistry(TIMEOUT)
+        for at, reason in ((1.0, "replaced"), (2.0, "dead_worker")):
+            record, _ = registry.register(registration(), now=at - 0.5)
+            registry.deregister("w1")
+            registry.remember_departure(record, reason, now=at)
+        assert [d.reason for d in registry.departed(now=3.0)] == ["dead_worker"]
