@@ -20,7 +20,7 @@ lint: venv
 	$(BIN)/ruff format --check $(CODE)
 
 typecheck: venv
-	$(BIN)/mypy router_core switchboard examples
+	$(BIN)/mypy router_core app switchboard examples
 
 test: lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

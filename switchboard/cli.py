@@ -77,16 +77,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser(*, with_up_flags: bool = True) -> argparse.ArgumentParser:
-    """The whole command line, documented in ``--help``.
-
-    ``with_up_flags=False`` gives ``up`` a bare parser: its flags are generated from the
-    settings model, which loads pydantic, and a child process started for another
-    command need not pay for that at every start.
-    """
-    parser = _OneLineParser(prog="switchboard", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
-
+def _add_routing_parsers(sub: Any) -> None:
+    """``router``, ``detok-router`` and ``engine``."""
     router = sub.add_parser("router", help="run the tokenizer router")
     _add_common(router)
     for name, help_text in (
@@ -146,11 +138,27 @@ def build_parser(*, with_up_flags: bool = True) -> argparse.ArgumentParser:
         "--load-interval", type=_positive_float, default=0.1, help="seconds between load reports"
     )
 
+
+def build_parser(*, with_up_flags: bool = True) -> argparse.ArgumentParser:
+    """The whole command line, documented in ``--help``.
+
+    ``with_up_flags=False`` gives ``up`` a bare parser: its flags are generated from the
+    settings model, which loads pydantic, and a child process started for another
+    command need not pay for that at every start.
+    """
+    parser = _OneLineParser(prog="switchboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+
+    _add_routing_parsers(sub)
+    from app.cli import add_parser as add_admin
+    from switchboard.admin_cli import add_parsers as add_admin_commands
     from switchboard.detokenizer.cli import add_parser as add_detokenizer
     from switchboard.worker.cli import add_parser as add_worker
 
     add_detokenizer(sub, _add_common)
     add_worker(sub, _add_common)
+    add_admin(sub, _add_common)
+    add_admin_commands(sub)
     if with_up_flags:
         from switchboard.supervisor.cli import add_parser as add_up
 
@@ -325,7 +333,12 @@ def _serve(service: Service, args: argparse.Namespace) -> int:
 
 
 #: Commands whose processes start often and never need ``up``'s flags.
-_LIGHT_COMMANDS = frozenset({"router", "detok-router", "engine", "detokenizer", "worker", "ctl"})
+_LIGHT_COMMANDS = frozenset(
+    {"router", "detok-router", "engine", "detokenizer", "worker", "ctl", "admin"}
+)
+
+#: Operator commands that talk to the admin app over HTTP (``switchboard.admin_cli``).
+ADMIN_COMMANDS = frozenset({"status", "workers", "pause", "continue", "drain", "undrain", "load"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -348,6 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from switchboard.worker.cli import run as run_worker
 
             return run_worker(args)
+        if args.command == "admin":
+            from app.cli import run as run_admin
+
+            return run_admin(args)
+        if args.command in ADMIN_COMMANDS:
+            from switchboard.admin_cli import run as run_admin_command
+
+            return run_admin_command(args)
         if args.command == "up":
             from switchboard.supervisor.cli import run as run_up
 
