@@ -121,7 +121,10 @@ class WorkerLink:
         context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         try:
             self._inbox = bind(context, zmq.PULL, s.address, hwm=s.hwm, allow_remote=s.allow_remote)
-            self._requests = connect(context, zmq.PUSH, s.requests_endpoint, hwm=s.hwm)
+            # A linger, so the aborts sent while closing still leave.
+            self._requests = connect(
+                context, zmq.PUSH, s.requests_endpoint, hwm=s.hwm, linger_ms=500
+            )
             # Long enough for the deregistration to leave on close.
             self._control = connect(
                 context, zmq.PUSH, s.workers_endpoint, hwm=s.hwm, linger_ms=1000
@@ -150,22 +153,30 @@ class WorkerLink:
         self._report_state_change()
 
     async def close(self, reason: str = "shutdown") -> None:
-        """Deregister, end every open stream as aborted, and close; safe to call twice."""
-        context, self._context = self._context, None
-        if context is None:
+        """Abort what is still in flight, deregister, and close; safe to call twice.
+
+        Every unfinished request is aborted in the engine (so it stops generating for a
+        client that is gone) and its stream ends with an abort row, so a handler still
+        running answers its client instead of hanging.
+        """
+        if self._context is None:
             return
         self.session.stopping = True
         self._admission.set()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # The timer never swallows its cancellation (it waits with asyncio.timeout), but a
+        # close must not hang on it whatever happens.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=1.0)
         self._tasks.clear()
+        for rid, stream in list(self._streams.items()):
+            if not stream.finished:
+                self.abort(rid, reason="shutdown")
+                stream.close({"type": "abort", "message": "worker shutting down"})
         if self.session.registered:
             self._send_control(self.session.deregistration(reason))
-        for stream in list(self._streams.values()):
-            stream.close({"type": "abort", "message": "worker shutting down"})
+        context, self._context = self._context, None
         self._close_sockets(context)
 
     def _close_sockets(self, context: zmq.Context[zmq.Socket[bytes]]) -> None:
@@ -242,8 +253,11 @@ class WorkerLink:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AdmissionRefused("not_registered")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._admission.wait(), remaining)
+            await _wait_event(self._admission, remaining)
+
+    def has_stream(self, rid: str) -> bool:
+        """Whether ``rid`` is in flight here (a new request may not reuse it)."""
+        return rid in self._streams
 
     @contextlib.contextmanager
     def open_stream(self, rid: str) -> Iterator[ResponseStream]:
@@ -308,13 +322,16 @@ class WorkerLink:
         self.counters.add("request_send_failed", "router_unavailable")
         raise RouterUnavailable(f"the router did not take {request.rid!r} in time")
 
-    def abort(self, rid: str) -> None:
+    def abort(self, rid: str, reason: str = "client") -> None:
         """Ask the engine to stop ``rid`` (best effort: dropped and counted if full)."""
         frames = frame_message(
-            Kind.ABORT, AbortRequest(rid=rid), rids=[rid], reply_to=[self.settings.address]
+            Kind.ABORT,
+            AbortRequest(rid=rid, reason=reason),
+            rids=[rid],
+            reply_to=[self.settings.address],
         )
         if self._requests is not None and send_frames(self._requests, frames):
-            self.counters.add("aborts_sent", "client")
+            self.counters.add("aborts_sent", reason)
         else:
             self.counters.add("dropped", "abort")
 
@@ -337,7 +354,11 @@ class WorkerLink:
             except MalformedMessage as exc:
                 self.counters.add("rejected", exc.reason)
                 continue
-            self._on_message(frames)
+            try:
+                self._on_message(frames)
+            except Exception:  # never leave later messages unread behind one bad one
+                logger.exception("worker link: a message could not be applied")
+                self.counters.add("rejected", "handler_error")
         # A flood: let the request handlers run, then carry on draining.
         assert self._loop is not None
         self._loop.call_soon(self._read_ready)
@@ -445,8 +466,18 @@ class WorkerLink:
                     next_beat = now + session.heartbeat_interval_s
                 wait = max(0.0, next_beat - now)
             self._state_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._state_changed.wait(), wait)
+            await _wait_event(self._state_changed, wait)
+
+
+async def _wait_event(event: asyncio.Event, timeout_s: float) -> None:
+    """Wait for ``event`` for up to ``timeout_s``.
+
+    ``asyncio.timeout``, not ``wait_for``: on Python 3.11 ``wait_for`` can swallow a
+    cancellation that arrives as the event is set, and a cancelled task would run on.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
 
 
 def _buffer(frame: FrameLike) -> bytes | memoryview:

@@ -34,7 +34,7 @@ DEFAULT_HEARTBEAT_INTERVAL_S: Final = 1.0
 def op_sequence(op_id: str) -> int:
     """The barrier sequence number in an op id (``<nonce>-<seq>``), or -1 if it has none."""
     _, _, tail = op_id.rpartition("-")
-    return int(tail) if tail.isdigit() else -1
+    return int(tail) if tail.isascii() and tail.isdigit() else -1
 
 
 class WorkerIdentity:

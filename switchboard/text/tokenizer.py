@@ -7,6 +7,7 @@ special-token options, the EOS id, the vocabulary size and the special tokens.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -71,6 +72,12 @@ class Tokenizer:
     def vocab_size(self) -> int:
         """Number of ids, added tokens included (every id is ``< vocab_size``)."""
         return self._backend.get_vocab_size(with_added_tokens=True)
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token can stand for (the longest vocabulary entry, at
+        least 1): a text of ``n`` characters has at least ``n / max_token_chars`` tokens."""
+        return max((len(token) for token in self._backend.get_vocab()), default=1) or 1
 
     @property
     def special_token_ids(self) -> frozenset[int]:

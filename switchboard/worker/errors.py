@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from router_core.counters import Counters
 from router_core.worker_link import AdmissionRefused, RouterUnavailable
+from switchboard.worker.disconnect import ClientDisconnected
 from switchboard.worker.generation import PromptError, RequestAborted
 
 __all__ = ["ModelNotFound", "error_body", "install_error_handlers"]
@@ -81,6 +82,11 @@ def install_error_handlers(app: FastAPI, counters: Counters, retry_after_s: int)
         body = error_body(str(error), "service_unavailable", 503)
         return reject("aborted", 503, body, **{"Retry-After": str(retry_after_s)})
 
+    async def on_disconnected(request: Request, error: Exception) -> JSONResponse:
+        # Nobody reads this answer (nginx's 499); the request was aborted in the engine.
+        body = error_body("the client closed the connection", "client_closed_request", 499)
+        return reject("client_disconnected", 499, body)
+
     async def on_http(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)
         body = error_body(str(error.detail), "invalid_request_error", error.status_code)
@@ -92,4 +98,5 @@ def install_error_handlers(app: FastAPI, counters: Counters, retry_after_s: int)
     app.add_exception_handler(AdmissionRefused, on_admission)
     app.add_exception_handler(RouterUnavailable, on_router)
     app.add_exception_handler(RequestAborted, on_aborted)
+    app.add_exception_handler(ClientDisconnected, on_disconnected)
     app.add_exception_handler(StarletteHTTPException, on_http)

@@ -37,6 +37,9 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: Inputs at least this long (characters, or ids) are tokenized off the event loop.
+LARGE_INPUT_CHARS = 32_768
+
 
 class PromptError(ValueError):
     """A request the worker refuses before sending it (answered with 400)."""
@@ -114,6 +117,7 @@ class Generation:
         self.link = link
         self.tokenizer = tokenizer
         self.settings = settings
+        self._max_token_chars = tokenizer.max_token_chars
 
     # ------------------------------------------------------------------ prompts
 
@@ -135,7 +139,28 @@ class Generation:
             for item in source
         ]
 
+    async def read_prompts(
+        self, source: str | list[str] | list[int] | list[list[int]]
+    ) -> list[Prompt]:
+        """:meth:`prompts`, tokenizing large inputs in a thread so the event loop (and with
+        it every other stream and the heartbeats) keeps running."""
+        size = (
+            len(source)
+            if isinstance(source, str)
+            else sum(len(item) if isinstance(item, str | list) else 1 for item in source)
+        )
+        if size < LARGE_INPUT_CHARS:
+            return self.prompts(source)
+        return await asyncio.to_thread(self.prompts, source)
+
     def _text_prompt(self, text: str) -> Prompt:
+        limit = self.settings.context_length * self._max_token_chars
+        if len(text) > limit:
+            # Refused before tokenizing: no tokenization of it could fit the context.
+            raise PromptError(
+                f"the prompt ({len(text)} characters) cannot fit the context length of "
+                f"{self.settings.context_length} tokens"
+            )
         ids = self.tokenizer.encode(text, parse_special=False)
         if not ids:
             raise PromptError("the prompt is empty")
@@ -161,6 +186,12 @@ class Generation:
 
     # ------------------------------------------------------------------ requests
 
+    def _check_rid_free(self, rid: str) -> None:
+        # Checked right before the stream opens, with no await in between: two requests
+        # that chose the same rid while both waited for admission cannot both pass.
+        if self.link.has_stream(rid):
+            raise PromptError(f"a request with rid {rid!r} is already in flight")
+
     @staticmethod
     def new_rid() -> str:
         """A fresh request id."""
@@ -174,6 +205,7 @@ class Generation:
         before the first chunk; leaving early aborts the request."""
         self.check_length(prompt, params.max_new_tokens)
         await self.link.wait_admission()
+        self._check_rid_free(rid)
         request = GenerateRequest(
             rid=rid,
             input_ids=prompt.ids,
@@ -216,6 +248,7 @@ class Generation:
         """Embed ``prompt`` through the engine's embedding path."""
         self.check_length(prompt, 0)
         await self.link.wait_admission()
+        self._check_rid_free(rid)
         request = EmbeddingRequest(
             rid=rid, input_ids=prompt.ids, text=prompt.text, created_ns=time.time_ns()
         )

@@ -15,10 +15,11 @@ import socket
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from router_core.wire.requests import SamplingParams
 from switchboard.worker.deps import GenerationDep, SettingsDep
+from switchboard.worker.disconnect import unless_disconnected
 from switchboard.worker.generation import (
     Generation,
     Prompt,
@@ -90,11 +91,13 @@ def _meta(
 
 
 @router.post("/generate", response_model=None)
-async def generate(body: GenerateBody, generation: GenerationDep, settings: SettingsDep) -> Any:
+async def generate(
+    body: GenerateBody, request: Request, generation: GenerationDep, settings: SettingsDep
+) -> Any:
     """Generate text for one prompt or a batch (SGLang's ``/generate``)."""
     source = body.text if body.text is not None else body.input_ids
     assert source is not None
-    prompts = generation.prompts(source)
+    prompts = await generation.read_prompts(source)
     params = body.sampling_params
     if isinstance(params, list):
         if len(params) != len(prompts):
@@ -107,15 +110,16 @@ async def generate(body: GenerateBody, generation: GenerationDep, settings: Sett
         generation.check_length(prompt, sampling.max_new_tokens)
     batched = _is_batch(source)
     # Refuse (503) before any byte of a stream is sent; paused requests wait here.
-    await generation.link.wait_admission()
+    await unless_disconnected(request, generation.link.wait_admission())
     if body.stream:
         return sse_response(_stream(generation, prompts, wire, rids, batched))
-    finished = await run_all(
+    work = run_all(
         [
             generation.generate_text(prompt, sampling, rid)
             for prompt, sampling, rid in zip(prompts, wire, rids, strict=True)
         ]
     )
+    finished = await unless_disconnected(request, work)
     results = [
         {"text": result.text, "meta_info": _meta(result.rid, result, result.latency_s)}
         for result in finished
@@ -152,16 +156,16 @@ async def _stream(
 
 
 @router.post("/encode", response_model=None)
-async def encode(body: EncodeBody, generation: GenerationDep) -> Any:
+async def encode(body: EncodeBody, request: Request, generation: GenerationDep) -> Any:
     """Embed one prompt or a batch (SGLang's ``/encode``)."""
     source = body.text if body.text is not None else body.input_ids
     assert source is not None
-    prompts = generation.prompts(source)
+    prompts = await generation.read_prompts(source)
     rids = request_ids(body.rid, len(prompts), generation)
-    await generation.link.wait_admission()
-    embedded = await run_all(
+    work = run_all(
         [generation.embed(prompt, rid) for prompt, rid in zip(prompts, rids, strict=True)]
     )
+    embedded = await unless_disconnected(request, work)
     results = [
         {
             "embedding": result.embedding,

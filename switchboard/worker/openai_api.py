@@ -18,10 +18,11 @@ import uuid
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from router_core.wire.requests import SamplingParams
 from switchboard.worker.deps import GenerationDep, SettingsDep
+from switchboard.worker.disconnect import unless_disconnected
 from switchboard.worker.errors import ModelNotFound
 from switchboard.worker.generation import (
     Generation,
@@ -107,11 +108,11 @@ def _model_card(settings: WorkerSettings) -> dict[str, Any]:
 
 @router.post("/completions", response_model=None)
 async def create_completion(
-    body: CompletionBody, generation: GenerationDep, settings: SettingsDep
+    body: CompletionBody, request: Request, generation: GenerationDep, settings: SettingsDep
 ) -> Any:
     """Complete each prompt ``n`` times (OpenAI's ``/v1/completions``)."""
     _check_model(body.model, settings)
-    prompts = generation.prompts(body.prompt)
+    prompts = await generation.read_prompts(body.prompt)
     params = _sampling(body)
     for prompt in prompts:
         generation.check_length(prompt, params.max_new_tokens)
@@ -120,7 +121,7 @@ async def create_completion(
     rids = [generation.new_rid() for _ in choices]
     completion_id = f"cmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    await generation.link.wait_admission()
+    await unless_disconnected(request, generation.link.wait_admission())
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         events = _stream(
@@ -134,12 +135,13 @@ async def create_completion(
             include_usage=include_usage,
         )
         return sse_response(events)
-    results = await run_all(
+    work = run_all(
         [
             generation.generate_text(prompt, params, rid)
             for prompt, rid in zip(choices, rids, strict=True)
         ]
     )
+    results = await unless_disconnected(request, work)
     return {
         "id": completion_id,
         "object": "text_completion",
@@ -229,13 +231,13 @@ async def _stream(
 
 @router.post("/embeddings")
 async def create_embeddings(
-    body: EmbeddingBody, generation: GenerationDep, settings: SettingsDep
+    body: EmbeddingBody, request: Request, generation: GenerationDep, settings: SettingsDep
 ) -> dict[str, Any]:
     """Embed each input (OpenAI's ``/v1/embeddings``), batched through the engine."""
     _check_model(body.model, settings)
-    prompts = generation.prompts(body.input)
-    await generation.link.wait_admission()
-    results = await run_all([generation.embed(prompt, generation.new_rid()) for prompt in prompts])
+    prompts = await generation.read_prompts(body.input)
+    work = run_all([generation.embed(prompt, generation.new_rid()) for prompt in prompts])
+    results = await unless_disconnected(request, work)
     aborted = [result for result in results if finish_reason(result.finish_reason) == "abort"]
     if aborted:
         raise RequestAborted("the embedding request was aborted (a pause in abort mode)")

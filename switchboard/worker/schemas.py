@@ -21,7 +21,14 @@ __all__ = [
     "StreamOptions",
 ]
 
-TokenIds = list[Annotated[int, Field(ge=0)]]
+#: Bounds for integers that travel as MessagePack ints: a larger one would overflow the
+#: encoder (a 500) instead of being refused (a 400).
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+TokenIds = list[Annotated[int, Field(ge=0, le=INT32_MAX)]]
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Seed = Annotated[int, Field(ge=-INT64_MAX, le=INT64_MAX)]
 #: One prompt or a batch of them: text, texts, token ids, or lists of token ids.
 PromptInput = str | list[str] | TokenIds | list[TokenIds]
 
@@ -33,18 +40,18 @@ class _Body(BaseModel):
 class NativeSamplingParams(_Body):
     """SGLang's ``sampling_params``."""
 
-    max_new_tokens: Annotated[int, Field(ge=1)] | None = None
-    min_new_tokens: Annotated[int, Field(ge=0)] = 0
+    max_new_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    min_new_tokens: Count = 0
     temperature: Annotated[float, Field(ge=0)] = 1.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
-    top_k: int = -1
+    top_k: Annotated[int, Field(ge=-1, le=INT32_MAX)] = -1
     stop: str | list[str] | None = None
     stop_token_ids: TokenIds | None = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
-    seed: int | None = None
+    seed: Seed | None = None
 
 
 class GenerateBody(_Body):
@@ -91,8 +98,8 @@ class CompletionBody(_Body):
 
     model: str
     prompt: PromptInput
-    max_tokens: Annotated[int, Field(ge=1)] | None = 16
-    min_tokens: Annotated[int, Field(ge=0)] = 0
+    max_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = 16
+    min_tokens: Count = 0
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
     n: Annotated[int, Field(ge=1, le=16)] = 1
@@ -102,7 +109,7 @@ class CompletionBody(_Body):
     stop_token_ids: TokenIds | None = None
     echo: bool = False
     logprobs: Literal[0] | None = None
-    seed: int | None = None
+    seed: Seed | None = None
     user: str | None = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
