@@ -410,6 +410,28 @@ BAD_REQUESTS: list[tuple[str, str, Any, str, int]] = [
     ("embedding_unknown_model", "/v1/embeddings", {"model": "x", "input": "a"}, "", 404),
     ("encode_without_input", "/encode", {}, "application/json", 400),
     ("huge_body", "/generate", b"{" + b" " * (17 * 1024 * 1024) + b"}", "application/json", 413),
+    (
+        "seed_beyond_int64",
+        "/generate",
+        {"text": "a", "sampling_params": {"seed": 2**70}},
+        "application/json",
+        400,
+    ),
+    (
+        "stop_token_beyond_int32",
+        "/v1/completions",
+        {"model": MODEL, "prompt": "a", "stop_token_ids": [2**40]},
+        "",
+        400,
+    ),
+    ("duplicate_rids_in_batch", "/generate", {"text": ["a", "b"], "rid": ["x", "x"]}, "", 400),
+    (
+        "text_too_long_to_tokenize",
+        "/generate",
+        {"text": "word " * 400_000, "sampling_params": {"max_new_tokens": 1}},
+        "application/json",
+        400,
+    ),
 ]
 
 
