@@ -134,7 +134,9 @@ class EngineLink:
             raise
         poller = zmq.Poller()
         poller.register(inbound, zmq.POLLIN)
-        self._open = _OpenLink(context, inbound, poller, destinations, events, outputs)
+        self._open = _OpenLink(
+            context, inbound, poller, destinations, events, outputs, time.time_ns()
+        )
         return self
 
     def close(self, drain_timeout_s: float = 2.0) -> None:
@@ -257,9 +259,15 @@ class EngineLink:
         return self._send(self._link().events, frame_message(Kind.ACK, ack), "ack")
 
     def publish_load(self, snapshot: LoadSnapshot) -> bool:
-        """Publish a load snapshot (``taken_ns`` stamped now if 0); also keeps the engine live."""
+        """Publish a load snapshot; also keeps the engine live.
+
+        ``taken_ns`` is stamped now and ``engine_started_ns`` with when the link opened,
+        where they are 0 (the latter is how workers notice an engine restart).
+        """
         if snapshot.taken_ns == 0:
             snapshot = msgspec.structs.replace(snapshot, taken_ns=time.time_ns())
+        if snapshot.engine_started_ns == 0:
+            snapshot = msgspec.structs.replace(snapshot, engine_started_ns=self._link().opened_ns)
         return self._send(self._link().events, frame_message(Kind.LOAD, snapshot), "load")
 
     def backlogs(self) -> dict[str, int]:
@@ -285,3 +293,5 @@ class _OpenLink:
     destinations: DestinationSet
     events: Destination
     outputs: Destination
+    #: When the link opened (Unix ns): this engine incarnation's start.
+    opened_ns: int

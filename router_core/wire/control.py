@@ -137,3 +137,6 @@ class LoadSnapshot(msgspec.Struct, omit_defaults=True):
     token_usage: float = 0.0
     step: int = 0
     taken_ns: int = 0
+    #: When this engine incarnation started (Unix ns). A change tells the workers that
+    #: the engine restarted, so their requests in flight in it are lost.
+    engine_started_ns: int = 0

@@ -302,6 +302,9 @@ class WorkerLink:
         sock = self._requests
         if sock is None:
             raise RouterUnavailable("the worker link is closed")
+        stream = self._streams.get(request.rid)
+        if stream is not None:
+            stream.engine_incarnation = self.session.engine_incarnation
         if send_frames(sock, frames):
             self.counters.add("requests_sent", kind.name.lower())
             self.session.requests_sent += 1
@@ -399,7 +402,9 @@ class WorkerLink:
             session.on_drain(payload)
             self.counters.add("drain_commands", "drain" if payload.drain else "undrain")
         elif isinstance(payload, LoadSnapshot):
-            session.on_load(payload)
+            before = session.engine_incarnation
+            if session.on_load(payload):
+                self._lose_inflight(before, "the engine restarted; the request was lost")
             return
         else:  # FreezeGC: the long-lived objects made so far need no more collection passes
             gc.freeze()
@@ -425,6 +430,19 @@ class WorkerLink:
             return
         self.session.rows_received += 1
         stream.put(row)
+
+    def _lose_inflight(self, incarnation: int, message: str) -> None:
+        """End with an abort every unfinished stream whose request went to the engine
+        ``incarnation`` (or before any was known): that engine is gone, and the request
+        with it."""
+        lost = 0
+        for stream in self._streams.values():
+            if not stream.finished and stream.engine_incarnation in (0, incarnation):
+                stream.close({"type": "abort", "message": message})
+                lost += 1
+        if lost:
+            logger.warning("worker link: %d requests in flight lost: %s", lost, message)
+            self.counters.add("lost_requests", "engine_restarted", lost)
 
     # ------------------------------------------------------------------ outbound control
 

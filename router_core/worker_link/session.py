@@ -162,7 +162,19 @@ class WorkerSession:
         self.draining = command.drain
         return self.state != before
 
-    def on_load(self, snapshot: LoadSnapshot) -> None:
-        """Keep the newest engine load snapshot."""
-        if self.load is None or snapshot.taken_ns >= self.load.taken_ns:
-            self.load = snapshot
+    def on_load(self, snapshot: LoadSnapshot) -> bool:
+        """Keep the newest engine load snapshot; True when it shows that the engine
+        restarted (a new ``engine_started_ns``), which loses every request in flight."""
+        previous = self.load
+        if previous is not None and snapshot.taken_ns < previous.taken_ns:
+            return False
+        self.load = snapshot
+        return previous is not None and previous.engine_started_ns not in (
+            0,
+            snapshot.engine_started_ns,
+        )
+
+    @property
+    def engine_incarnation(self) -> int:
+        """The ``engine_started_ns`` of the newest load snapshot (0 before the first)."""
+        return 0 if self.load is None else self.load.engine_started_ns

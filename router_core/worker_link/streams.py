@@ -35,11 +35,13 @@ class ResponseStream:
     and ``put`` ignores further rows.
     """
 
-    __slots__ = ("_rows", "_wakeup", "finished", "rid")
+    __slots__ = ("_rows", "_wakeup", "engine_incarnation", "finished", "rid")
 
     def __init__(self, rid: str) -> None:
         self.rid = rid
         self.finished = False
+        #: The engine incarnation the request was sent to (0: unknown or not sent yet).
+        self.engine_incarnation = 0
         self._rows: deque[OutputRow] = deque()
         self._wakeup: asyncio.Event = asyncio.Event()
 

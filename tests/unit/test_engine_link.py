@@ -475,7 +475,11 @@ class TestSends:
         _, (given,) = decode_message(side.receive(side.events))
         assert isinstance(stamped, LoadSnapshot) and stamped.running == 2
         assert before <= stamped.taken_ns <= time.time_ns()
-        assert given == LoadSnapshot(step=6, taken_ns=123)
+        assert isinstance(given, LoadSnapshot)
+        assert given == LoadSnapshot(
+            step=6, taken_ns=123, engine_started_ns=given.engine_started_ns
+        )
+        assert stamped.engine_started_ns == given.engine_started_ns <= before
         assert link.counters.snapshot()["sent"] == {"ack": 1, "load": 2}
 
 
@@ -493,7 +497,11 @@ class TestBackpressure:
             side = sides.make(msgspec.structs.replace(endpoints, inbound="inproc://x"))
             wait_until(lambda: link.poll(20) == [] and link.backlogs()["events"] == 0, 5.0, "flush")
             _, (load,) = decode_message(side.receive(side.events))
-            assert load == LoadSnapshot(step=1, taken_ns=load.taken_ns)  # type: ignore[union-attr]
+            assert isinstance(load, LoadSnapshot)
+            assert load == LoadSnapshot(
+                step=1, taken_ns=load.taken_ns, engine_started_ns=load.engine_started_ns
+            )
+            assert 0 < load.engine_started_ns <= load.taken_ns
             assert "dropped" not in link.counters.snapshot()
 
     def test_full_backlog_drops_and_counts_keeping_order(

@@ -15,7 +15,12 @@ from router_core.endpoints import RouterEndpoints
 from router_core.transport import bind, close_bound
 from router_core.wire import Kind, decode_header, decode_payload
 from router_core.wire.codec import frame_message
-from router_core.wire.control import DrainCommand, PauseContinueBroadcast, RegistrationReply
+from router_core.wire.control import (
+    DrainCommand,
+    LoadSnapshot,
+    PauseContinueBroadcast,
+    RegistrationReply,
+)
 from router_core.wire.requests import AbortRequest, GenerateRequest
 from router_core.worker_link import AdmissionRefused, WorkerIdentity, WorkerLink, WorkerLinkSettings
 
@@ -125,6 +130,41 @@ class TestClose:
                     await link.close()
 
         asyncio.run(scenario())
+
+
+class TestEngineRestart:
+    def test_requests_sent_to_a_restarted_engine_end_as_aborted(
+        self, router: FakeRouter, run_dir: Path
+    ) -> None:
+        """A load snapshot from a new engine incarnation ends the requests the old one
+        had with an abort; a request sent to the new one carries on."""
+
+        async def scenario() -> tuple[object, bool]:
+            link = make_link(run_dir)
+            await registered(link, router)
+            address = link.settings.address
+            router.send(address, Kind.LOAD, LoadSnapshot(taken_ns=1, engine_started_ns=100))
+            async with asyncio.timeout(5):
+                while link.session.engine_incarnation != 100:
+                    await asyncio.sleep(0.01)
+            with link.open_stream("old") as old:
+                await link.send_request(Kind.GENERATE, GenerateRequest(rid="old", input_ids=[1]))
+                router.send(address, Kind.LOAD, LoadSnapshot(taken_ns=2, engine_started_ns=200))
+                async with asyncio.timeout(5):
+                    row = await old.next_row()
+                with link.open_stream("new") as new:
+                    request = GenerateRequest(rid="new", input_ids=[1])
+                    await link.send_request(Kind.GENERATE, request)
+                    router.send(address, Kind.LOAD, LoadSnapshot(taken_ns=3, engine_started_ns=200))
+                    await asyncio.sleep(0.2)
+                    survived = not new.finished
+            await link.close()
+            return row, survived
+
+        row, survived = asyncio.run(scenario())
+        assert row.finished_reasons[0]["type"] == "abort"  # type: ignore[attr-defined]
+        assert "restarted" in row.finished_reasons[0]["message"]  # type: ignore[attr-defined]
+        assert survived
 
 
 class TestAdmission:
