@@ -7,6 +7,7 @@ test owns its supervisor and checks at teardown that no process it started is le
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -351,3 +352,33 @@ class TestLifecycle:
         assert len(chunks) > 2
         assert supervisor.popen.wait(timeout=60) == 0
         assert os.listdir(stacks.run_dir) == []
+
+    def test_engine_restart_ends_its_lost_streams_with_abort(self, stacks: Stacks) -> None:
+        """A stream whose request died with the engine ends with an abort finish reason
+        (not a hang) once the restarted engine's first load snapshot arrives."""
+        supervisor = stacks.start(
+            "--run-dir", str(stacks.run_dir), "--workers", "1", "--step-time", "0.05"
+        )
+        events: list[str] = []
+        started = threading.Event()
+
+        def stream() -> None:
+            body = {"text": "hi", "sampling_params": {"max_new_tokens": 400}, "stream": True}
+            with httpx.stream("POST", f"{supervisor.url}/generate", json=body, timeout=60) as reply:
+                for line in reply.iter_lines():
+                    if line:
+                        events.append(line)
+                        started.set()
+
+        reader = threading.Thread(target=stream, daemon=True)
+        reader.start()
+        assert started.wait(30), "no first event"
+        (engine,) = supervisor.children_in("engine")
+        engine.kill()
+        reader.join(timeout=45)
+        assert not reader.is_alive(), "the stream hung after the engine died"
+        assert events[-1] == "data: [DONE]"
+        last = json.loads(events[-2].removeprefix("data: "))
+        reason = last["meta_info"]["finish_reason"]
+        assert reason["type"] == "abort" and "restarted" in reason["message"], reason
+        assert generate(supervisor.url, timeout=10).status_code == 200
