@@ -1,19 +1,151 @@
-"""``switchboard admin``: placeholder until the admin app lands (issue 4)."""
+"""``switchboard admin``: run the admin app (HTTP API and operator console) until SIGTERM.
+
+:mod:`switchboard.cli` calls :func:`add_parser` and :func:`run`. Tokens come from the
+environment only (``SWITCHBOARD_ADMIN_OPERATOR_TOKENS``, ``SWITCHBOARD_ADMIN_VIEWER_TOKENS``:
+``name:token,...``), never from the command line. With none on a loopback address one
+operator token named ``console`` is generated and the console's URL, token in the
+fragment, is printed on stdout (never logged); beyond loopback, no token is a refusal.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import logging
+import os
+import sys
 from typing import Any
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "console_url", "run"]
+
+_DESCRIPTION = """\
+Serve the admin API and the operator console for one stack's tokenizer router (found
+in --run-dir, or at --control-endpoint). Tokens are read from the environment:
+SWITCHBOARD_ADMIN_OPERATOR_TOKENS and SWITCHBOARD_ADMIN_VIEWER_TOKENS, each a list of
+name:token pairs separated by commas. Without any, on a loopback address, one operator
+token is generated and the console URL carrying it is printed."""
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
+
+
+class _Refused(Exception):
+    """A setting the admin app cannot start with; the message is one line."""
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"must be 1..65535, got {text}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
 
 
 def add_parser(sub: Any, add_common: Any) -> None:
     """Add the ``admin`` subcommand to ``sub`` (an argparse subparsers action)."""
-    parser = sub.add_parser("admin", help="run the admin app (not yet)")
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "admin",
+        help="run the admin app (HTTP API and operator console)",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_common(parser)
+    parser.add_argument(
+        "--control-endpoint", help="the tokenizer router's control endpoint (default: in --run-dir)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8001, help="port to listen on (8001)")
+    parser.add_argument(
+        "--poll-interval",
+        type=_positive,
+        default=0.25,
+        help="seconds between the event stream's reads of the router (0.25)",
+    )
+
+
+def console_url(host: str, port: int, token: str | None = None) -> str:
+    """``http://host:port/``, with ``#token=<token>`` when given (browsers never send the
+    fragment to a server, so the token is not in any access log)."""
+    bare = host.strip("[]")
+    try:
+        shown = f"[{bare}]" if ipaddress.ip_address(bare).version == 6 else bare
+    except ValueError:
+        shown = bare
+    return f"http://{shown}:{port}/" + (f"#token={token}" if token else "")
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from app.settings import AdminSettings
+    from router_core.endpoints import RouterEndpoints
+    from router_core.version import package_version
+
+    if args.log_level.upper() not in logging.getLevelNamesMapping():
+        raise _Refused(f"--log-level {args.log_level}: not a logging level")
+    endpoint = args.control_endpoint
+    if endpoint is None:
+        if args.run_dir is None:
+            raise _Refused("give --run-dir or --control-endpoint")
+        if not os.path.isdir(args.run_dir):
+            raise _Refused(f"--run-dir {args.run_dir}: not a directory")
+        endpoint = RouterEndpoints.in_run_dir(args.run_dir).control
+    try:
+        return AdminSettings(
+            control_endpoint=endpoint,
+            host=args.host,
+            port=args.port,
+            allow_remote=args.allow_remote,
+            poll_interval_s=args.poll_interval,
+            version=package_version(),
+        )
+    except ValidationError as exc:
+        problems = []
+        for detail in exc.errors(include_url=False, include_input=False):
+            where = ".".join(str(part) for part in detail["loc"])
+            message = detail["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {message}" if where else message)
+        raise _Refused("; ".join(problems).replace("\n", " ")) from exc
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the admin app until SIGTERM; the exit status."""
-    raise SystemExit("switchboard admin: not yet")
+    """Serve the admin app until SIGTERM (exit 0); 2 for a refused setting, in one line."""
+    from app.tokens import GENERATED_TOKEN_NAME, NamedToken, TokenTable, generate_token
+
+    try:
+        settings = _settings(args)
+        from app.server import listen_socket
+
+        try:
+            sock = listen_socket(settings.host, settings.port)
+        except OSError as exc:
+            where = f"{settings.host}:{settings.port}"
+            raise _Refused(f"cannot listen on {where}: {exc.strerror or exc}") from exc
+    except _Refused as exc:
+        print(f"switchboard admin: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format=_LOG_FORMAT)
+    if settings.tokens.empty:
+        token = generate_token()
+        settings = settings.with_tokens(
+            TokenTable(operators=(NamedToken(GENERATED_TOKEN_NAME, token),))
+        )
+        # stdout, not the logger: the token must not reach a log file.
+        print(
+            f"switchboard admin: console {console_url(settings.host, settings.port, token)}",
+            flush=True,
+        )
+    if args.parent_pid is not None:
+        from router_core.process import die_with_parent
+
+        die_with_parent(args.parent_pid)
+    from app.main import create_app
+    from app.server import run_server
+
+    run_server(create_app(settings), sock, log_level=args.log_level)
+    return 0

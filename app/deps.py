@@ -1,0 +1,77 @@
+"""What route handlers get injected, as ``Annotated`` aliases.
+
+``Viewer`` and ``Operator`` authenticate the request (``Authorization: Bearer <token>``)
+and give the :class:`Principal`: no token or an unknown one is a 401, a viewer's token
+where an operator's is needed a 403. ``Router``, ``Hub``, ``Poller`` and ``Settings``
+are the lifespan's objects.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.errors import ApiException
+from app.events import EventHub
+from app.poller import EventPoller
+from app.router_api import RouterApi
+from app.settings import AdminSettings
+from app.state import AdminState
+from app.tokens import Principal
+
+__all__ = ["Hub", "Operator", "Poller", "Router", "Settings", "Viewer"]
+
+#: Documents bearer auth in the OpenAPI schema; checking is ours (one error shape).
+_bearer = HTTPBearer(auto_error=False, description="a viewer's or an operator's token")
+
+
+def _state(request: Request) -> AdminState:
+    state: AdminState = request.app.state.admin
+    return state
+
+
+def _principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if credentials is None:
+        raise ApiException(401, "unauthorized", "send Authorization: Bearer <token>", challenge)
+    principal = _state(request).settings.tokens.identify(credentials.credentials)
+    if principal is None:
+        raise ApiException(401, "unauthorized", "unknown token", challenge)
+    return principal
+
+
+def _operator(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
+    if not principal.can_operate:
+        raise ApiException(
+            403, "forbidden", f"{principal.name} is a viewer; this needs an operator"
+        )
+    return principal
+
+
+def _router(request: Request) -> RouterApi:
+    return _state(request).router
+
+
+def _hub(request: Request) -> EventHub:
+    return _state(request).hub
+
+
+def _poller(request: Request) -> EventPoller:
+    return _state(request).poller
+
+
+def _settings(request: Request) -> AdminSettings:
+    return _state(request).settings
+
+
+Viewer = Annotated[Principal, Depends(_principal)]
+Operator = Annotated[Principal, Depends(_operator)]
+Router = Annotated[RouterApi, Depends(_router)]
+Hub = Annotated[EventHub, Depends(_hub)]
+Poller = Annotated[EventPoller, Depends(_poller)]
+Settings = Annotated[AdminSettings, Depends(_settings)]

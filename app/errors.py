@@ -1,0 +1,126 @@
+"""One error shape for every failure: ``{"error": {"code": "<snake_case>", "message": "..."}}``.
+
+:class:`ApiException` carries the status, code and message; the router's control errors
+are translated once, in :func:`from_control_error`; FastAPI's validation errors become
+400 ``bad_request`` (never 422) and Starlette's HTTP errors (an unknown path, a wrong
+method) keep their status with the matching code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.models import ApiError, ErrorBody, ErrorCode
+from router_core.control import ControlError, ControlTimeout
+from router_core.control import ErrorCode as ControlCode
+
+__all__ = [
+    "ERROR_RESPONSES",
+    "ApiException",
+    "error_responses",
+    "from_control_error",
+    "install_error_handlers",
+]
+
+
+class ApiException(Exception):
+    """Answer ``status`` with ``{"error": {"code": code, "message": message}}``."""
+
+    def __init__(
+        self,
+        status: int,
+        code: ErrorCode,
+        message: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code: ErrorCode = code
+        self.message = message
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        return ErrorBody(error=ApiError(code=self.code, message=self.message)).model_dump()
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+#: Control error codes and the answer each becomes; anything else means the router
+#: could not do what it was asked for a reason of its own (503).
+_CONTROL: dict[ControlCode, tuple[int, ErrorCode]] = {
+    ControlCode.NOT_FOUND: (404, "not_found"),
+    ControlCode.CONFLICT: (409, "conflict"),
+    ControlCode.BAD_ARGUMENTS: (400, "bad_request"),
+}
+
+
+def from_control_error(error: ControlError) -> ApiException:
+    """The answer to a failed control call; a router that does not answer is a 503."""
+    if isinstance(error, ControlTimeout):
+        return ApiException(
+            503,
+            "router_unavailable",
+            f"the router did not answer: {error.message}",
+            {"Retry-After": "1"},
+        )
+    status, code = _CONTROL.get(error.code, (503, "router_unavailable"))
+    message = error.message if status != 503 else f"the router failed: {error}"
+    return ApiException(status, code, message)
+
+
+#: HTTP statuses Starlette raises itself, and their codes.
+_HTTP_CODES: dict[int, ErrorCode] = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+
+#: What each error status means, for the OpenAPI schema.
+ERROR_RESPONSES: dict[int, str] = {
+    400: "bad_request: the body or a parameter is invalid",
+    401: "unauthorized: no token, or a token nobody has",
+    403: "forbidden: a viewer token on an operator's endpoint",
+    404: "not_found: no such worker",
+    409: "conflict: the command does not apply in the worker's current state",
+    503: "router_unavailable: the router does not answer",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` documenting ``statuses`` with the error body."""
+    return {
+        status: {"model": ErrorBody, "description": ERROR_RESPONSES[status]} for status in statuses
+    }
+
+
+def _validation_message(error: RequestValidationError) -> str:
+    problems = []
+    for problem in error.errors():
+        location = [str(part) for part in problem.get("loc", ()) if part != "body"]
+        where = ".".join(location) or "body"
+        problems.append(f"{where}: {problem.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error with the one JSON shape."""
+
+    async def on_api(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, ApiException)
+        return error.response()
+
+    async def on_validation(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        return ApiException(400, "bad_request", _validation_message(error)).response()
+
+    async def on_http(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        code = _HTTP_CODES.get(error.status_code, "bad_request")
+        headers = dict(error.headers) if error.headers else None
+        return ApiException(error.status_code, code, str(error.detail), headers).response()
+
+    app.add_exception_handler(ApiException, on_api)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)

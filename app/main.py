@@ -1,0 +1,112 @@
+"""``create_app(settings)``: the admin app, its lifespan owning the control client and poller.
+
+Nothing happens before startup: the lifespan connects one
+:class:`~router_core.control.AsyncControlClient` to the router, starts the one
+:class:`~app.poller.EventPoller` task feeding the :class:`~app.events.EventHub`, and on
+shutdown ends every event stream, stops the poller and closes the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.staticfiles import StaticFiles
+
+from app import routers
+from app.errors import install_error_handlers
+from app.events import EventHub
+from app.poller import EventPoller
+from app.router_api import RouterApi
+from app.settings import AdminSettings
+from app.state import AdminState
+from router_core.control import AsyncControlClient
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = """\
+Operate a Switchboard stack: workers and their registration state, the pause/continue
+barrier across every worker and the engine, drain, engine load and a live event stream.
+
+Send `Authorization: Bearer <token>`: a viewer's token for reads, an operator's for
+everything. Every error answers `{"error": {"code": "...", "message": "..."}}`."""
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The schema without FastAPI's 422 answers: validation errors are 400 ``bad_request``."""
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                description=app.description,
+                routes=app.routes,
+            )
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    operation.get("responses", {}).pop("422", None)
+            components = schema.get("components", {}).get("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                components.pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return build
+
+
+def create_app(settings: AdminSettings) -> FastAPI:
+    """The admin app for ``settings`` (see the module docstring)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = AsyncControlClient(settings.control_endpoint, timeout_s=settings.control_timeout_s)
+        await client.start()
+        router = RouterApi(
+            client, admin_version=settings.version, timeout_s=settings.control_timeout_s
+        )
+        hub = EventHub(settings.subscriber_queue)
+        poller = EventPoller(router, hub, settings.poll_interval_s)
+        app.state.admin = AdminState(settings, router, hub, poller)
+        task = asyncio.create_task(poller.run(), name="admin-event-poller")
+        try:
+            yield
+        finally:
+            hub.close()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await client.close()
+
+    app = FastAPI(
+        title="Switchboard admin",
+        version=settings.version or "dev",
+        summary="Operate a Switchboard stack: workers, pause/continue, drain, load, events",
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    for module in (
+        routers.workers,
+        routers.status,
+        routers.pause,
+        routers.load,
+        routers.gc,
+        routers.events,
+        routers.health,
+        routers.console,
+    ):
+        app.include_router(module.router)
+    app.mount(
+        "/static",
+        StaticFiles(directory=settings.static_dir, check_dir=False),
+        name="static",
+    )
+    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,232 @@
+"""The admin API's request and response bodies (pydantic), so ``/openapi.json`` is complete.
+
+The router's control replies are plain dicts; :mod:`app.views` turns them into these.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ApiError",
+    "ContinueRequest",
+    "EngineInfo",
+    "ErrorBody",
+    "ErrorCode",
+    "FreezeGcResult",
+    "Health",
+    "Load",
+    "LoadEvent",
+    "LoadResponse",
+    "Operation",
+    "OperationTimedOut",
+    "PauseEvent",
+    "PauseMode",
+    "PauseRequest",
+    "Readiness",
+    "RouterInfo",
+    "SglangPauseRequest",
+    "Snapshot",
+    "Status",
+    "Versions",
+    "Worker",
+    "WorkerEvent",
+    "WorkerList",
+    "WorkerState",
+]
+
+WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "dead"]
+PauseMode = Literal["abort", "retract", "in_place"]
+ErrorCode = Literal[
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "conflict",
+    "bad_request",
+    "router_unavailable",
+    "timeout",
+]
+
+#: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``).
+Timeout = Annotated[
+    float, Field(gt=0, le=600, description="seconds to wait for every acknowledgement")
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ApiError(_Model):
+    """What went wrong: a stable snake_case code and a sentence for humans."""
+
+    code: ErrorCode
+    message: str
+
+
+class ErrorBody(_Model):
+    """Every error answer: ``{"error": {"code", "message"}}``."""
+
+    error: ApiError
+
+
+class Worker(_Model):
+    """One HTTP worker as the router sees it (departed workers: state ``dead``)."""
+
+    id: str
+    state: WorkerState
+    pid: int
+    host: str
+    endpoint: str = Field(description="the worker's return address (ipc:// or tcp://)")
+    version: str
+    registered_at: float = Field(description="Unix time of its registration")
+    last_heartbeat_at: float = Field(description="Unix time of its latest heartbeat")
+    last_heartbeat_s_ago: float
+    inflight: int = Field(description="requests in flight")
+    requests_sent: int = Field(description="requests it sent to the router (its total)")
+    rows_received: int = Field(description="output rows it received (its total)")
+    safe_to_delete: bool = Field(description="drained with nothing in flight, or dead")
+    departure_reason: str | None = Field(
+        default=None, description="why a dead worker left: deregistered, dead_worker or replaced"
+    )
+
+
+class WorkerList(_Model):
+    """``GET /api/workers``."""
+
+    workers: list[Worker]
+
+
+class Operation(_Model):
+    """One pause or continue barrier and how it ended."""
+
+    op_id: str
+    seq: int
+    action: Literal["pause", "continue"]
+    mode: str | None
+    complete: bool = Field(description="every participant acknowledged (or left)")
+    acked: list[str] = Field(description="participants that acknowledged (engine included)")
+    stragglers: list[str] = Field(description="participants that did not acknowledge in time")
+    departed: list[str] = Field(description="participants that left during the operation")
+    elapsed_s: float
+    finished_at: float = Field(description="Unix time the operation ended")
+
+
+class OperationTimedOut(Operation):
+    """A 504: the operation, not complete, naming its stragglers, and the error."""
+
+    error: ApiError
+
+
+class Load(_Model):
+    """The engine's latest load snapshot and its age."""
+
+    running: int
+    waiting: int
+    max_running: int
+    token_usage: float
+    step: int
+    taken_ns: int
+    age_s: float
+
+
+class LoadResponse(_Model):
+    """``GET /api/load``: the latest load, or null before the engine's first report."""
+
+    load: Load | None
+
+
+class EngineInfo(_Model):
+    live: bool = Field(description="the engine reported within the router's engine timeout")
+    load: Load | None
+
+
+class Versions(_Model):
+    admin: str
+    router: str
+
+
+class RouterInfo(_Model):
+    pid: int
+    uptime_s: float
+
+
+class Status(_Model):
+    """``GET /api/status``: pause state, recent operations, engine, workers, versions."""
+
+    paused: bool
+    pause_mode: str | None
+    pause_state_since: float = Field(description="Unix time the pause state last changed")
+    recent_operations: list[Operation] = Field(description="oldest first")
+    engine: EngineInfo
+    workers: dict[str, int] = Field(description="registered workers by state")
+    versions: Versions
+    router: RouterInfo
+
+
+class PauseRequest(_Model):
+    """``POST /api/pause``."""
+
+    mode: PauseMode = "abort"
+    timeout_s: Timeout = 5.0
+
+
+class ContinueRequest(_Model):
+    """``POST /api/continue``."""
+
+    timeout_s: Timeout = 5.0
+
+
+class SglangPauseRequest(BaseModel):
+    """``POST /pause_generation`` (SGLang's body; other fields SGLang sends are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    mode: PauseMode = "abort"
+    timeout_s: Timeout = 5.0
+
+
+class FreezeGcResult(_Model):
+    """``POST /api/freeze_gc``: who froze, and who was asked to."""
+
+    frozen: list[str]
+    forwarded_to: list[str]
+
+
+class Health(_Model):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(_Model):
+    """``GET /readyz``: 200 when both are true, else 503."""
+
+    router: bool = Field(description="the router answers on its control socket")
+    engine: bool = Field(description="the router sees a live engine")
+
+
+class Snapshot(_Model):
+    """The first ``/api/events`` event."""
+
+    workers: list[Worker]
+    status: Status
+
+
+class WorkerEvent(_Model):
+    """A ``worker`` event."""
+
+    change: Literal["registered", "state", "updated", "departed"]
+    worker: Worker
+
+
+class PauseEvent(_Model):
+    """A ``pause`` event: the status after the pause state or operations changed."""
+
+    status: Status
+
+
+class LoadEvent(_Model):
+    """A ``load`` event."""
+
+    load: Load

@@ -1,0 +1,64 @@
+"""The one task that reads the router for ``/api/events``: every poll interval, the workers
+(departed included), the status and the engine's load, handed to the :class:`EventHub`.
+
+A mutation wakes it at once (:meth:`EventPoller.wake`), so its effect reaches the
+console without waiting out the interval. A router that does not answer is logged once
+when it goes and once when it comes back; the loop goes on until cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from app.errors import ApiException
+from app.events import EventHub, StackView
+from app.router_api import RouterApi
+
+__all__ = ["EventPoller"]
+
+logger = logging.getLogger("switchboard.admin.poller")
+
+
+class EventPoller:
+    """Polls ``router`` every ``interval_s`` and feeds ``hub``; run it as a task."""
+
+    def __init__(self, router: RouterApi, hub: EventHub, interval_s: float) -> None:
+        self.router = router
+        self.hub = hub
+        self.interval_s = interval_s
+        #: Whether the latest poll got its answers (None before the first poll).
+        self.router_answers: bool | None = None
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Poll now instead of at the next interval (a mutation just changed something)."""
+        self._wake.set()
+
+    async def poll_once(self) -> StackView:
+        """Read the router once; ApiException if it does not answer."""
+        workers, status = await asyncio.gather(self.router.workers(), self.router.status())
+        return StackView(workers={worker.id: worker for worker in workers}, status=status)
+
+    async def run(self) -> None:
+        """Poll until cancelled."""
+        while True:
+            started = time.monotonic()
+            self._wake.clear()
+            try:
+                view = await self.poll_once()
+            except ApiException as exc:
+                if self.router_answers is not False:
+                    logger.warning("cannot read the router for events: %s", exc.message)
+                self.router_answers = False
+            else:
+                if self.router_answers is False:
+                    logger.info("the router answers again")
+                self.router_answers = True
+                self.hub.update(view)
+            remaining = self.interval_s - (time.monotonic() - started)
+            if remaining > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), remaining)

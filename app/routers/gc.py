@@ -1,0 +1,27 @@
+"""``/api/freeze_gc``: freeze the garbage collector in the router, engine and detokenizers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.audit import audit
+from app.deps import Operator, Router
+from app.errors import ApiException, error_responses
+from app.models import FreezeGcResult
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api", tags=["engine"])
+
+
+@router.post("/freeze_gc", response_model=FreezeGcResult, responses=error_responses(401, 403, 503))
+async def freeze_gc(who: Operator, control: Router) -> FreezeGcResult:
+    """Freeze GC in the router and ask the engine (and through it the detokenizers and
+    workers) to do the same, after warm-up, so long-lived objects are never scanned."""
+    try:
+        result = FreezeGcResult(**await control.freeze_gc())
+    except ApiException as exc:
+        audit(who.name, "freeze_gc", "all", "error", f"{exc.code}: {exc.message}")
+        raise
+    audit(who.name, "freeze_gc", "all", "ok", "frozen=" + ",".join(result.frozen))
+    return result

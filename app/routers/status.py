@@ -1,0 +1,19 @@
+"""``/api/status``: pause state and mode, since when, recent operations, engine, versions."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.deps import Router, Viewer
+from app.errors import error_responses
+from app.models import Status
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api", tags=["status"])
+
+
+@router.get("/status", response_model=Status, responses=error_responses(401, 503))
+async def get_status(_: Viewer, control: Router) -> Status:
+    """The router's pause state, its latest operations, the engine and the versions."""
+    return await control.status()

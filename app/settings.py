@@ -1,0 +1,118 @@
+"""How the admin app runs: where the router is, where to listen, and whose tokens to accept.
+
+``switchboard admin`` passes every flag it has; the environment supplies what has no
+flag, the token lists above all (``SWITCHBOARD_ADMIN_OPERATOR_TOKENS``,
+``SWITCHBOARD_ADMIN_VIEWER_TOKENS``), so tokens never appear on a command line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.tokens import TokenTable, parse_tokens
+from router_core.endpoints import EndpointError, check_endpoint
+
+__all__ = ["ENV_PREFIX", "STATIC_DIR", "AdminSettings", "is_loopback_host"]
+
+#: Prefix of the admin app's environment variables.
+ENV_PREFIX = "SWITCHBOARD_ADMIN_"
+#: The operator console's files (``index.html`` and its assets).
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class AdminSettings(BaseSettings):
+    """One admin app: its router, its address, its tokens and its event poller."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", env_ignore_empty=True, validate_default=True
+    )
+
+    control_endpoint: str = Field(
+        min_length=1, description="the tokenizer router's control endpoint"
+    )
+    host: str = Field(default="127.0.0.1", min_length=1, description="address to listen on")
+    port: int = Field(default=8001, ge=1, le=65535, description="port to listen on")
+    allow_remote: bool = Field(default=False, description="permit a host beyond loopback")
+    operator_tokens: SecretStr | None = Field(
+        default=None, description="name:token,... accepted for every endpoint"
+    )
+    viewer_tokens: SecretStr | None = Field(
+        default=None, description="name:token,... accepted for reads"
+    )
+    poll_interval_s: float = Field(
+        default=0.25, gt=0, le=60, description="seconds between the event poller's router reads"
+    )
+    control_timeout_s: float = Field(
+        default=5.0, gt=0, le=600, description="seconds to wait for the router's answer to a read"
+    )
+    subscriber_queue: int = Field(
+        default=512,
+        ge=1,
+        description="events queued per /api/events subscriber before it is dropped",
+    )
+    keepalive_s: float = Field(
+        default=15.0, gt=0, description="seconds between SSE keep-alive comments"
+    )
+    static_dir: Path = Field(default=STATIC_DIR, description="the operator console's files")
+    version: str = Field(
+        default="", description="the admin app's version, as /api/status reports it"
+    )
+
+    _tokens: TokenTable = PrivateAttr(default_factory=TokenTable)
+
+    @field_validator("control_endpoint")
+    @classmethod
+    def _usable_endpoint(cls, value: str) -> str:
+        try:
+            # The router's own socket rules; remote control endpoints need allow_remote,
+            # checked again in _coherent once allow_remote is known.
+            return check_endpoint(value, allow_remote=True)
+        except EndpointError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @model_validator(mode="after")
+    def _coherent(self) -> AdminSettings:
+        if not self.allow_remote and not is_loopback_host(self.host):
+            raise ValueError(f"host {self.host} is beyond loopback; pass --allow-remote")
+        try:
+            check_endpoint(self.control_endpoint, allow_remote=self.allow_remote)
+        except EndpointError as exc:
+            raise ValueError(str(exc)) from exc
+        operators = parse_tokens(_reveal(self.operator_tokens), what=f"{ENV_PREFIX}OPERATOR_TOKENS")
+        viewers = parse_tokens(_reveal(self.viewer_tokens), what=f"{ENV_PREFIX}VIEWER_TOKENS")
+        self._tokens = TokenTable(operators, viewers)
+        if self._tokens.empty and not is_loopback_host(self.host):
+            raise ValueError(
+                f"host {self.host} is beyond loopback and no token is configured: set "
+                f"{ENV_PREFIX}OPERATOR_TOKENS (and {ENV_PREFIX}VIEWER_TOKENS)"
+            )
+        return self
+
+    @property
+    def tokens(self) -> TokenTable:
+        """The accepted tokens, parsed."""
+        return self._tokens
+
+    def with_tokens(self, tokens: TokenTable) -> AdminSettings:
+        """These settings accepting ``tokens`` instead (a generated operator token)."""
+        copy = self.model_copy()
+        copy._tokens = tokens
+        return copy
+
+
+def _reveal(secret: SecretStr | None) -> str | None:
+    return None if secret is None else secret.get_secret_value()
