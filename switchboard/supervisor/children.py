@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -17,7 +17,7 @@ from switchboard.supervisor.backoff import RestartBackoff
 __all__ = ["Child", "ChildSpec", "ReadyCheck", "Role", "describe_exit"]
 
 #: What a child is; the stack starts roles in this order and stops them in reverse.
-Role = Literal["router", "detok-router", "detokenizer", "engine", "worker"]
+Role = Literal["router", "detok-router", "detokenizer", "engine", "worker", "admin"]
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,10 @@ class ReadyCheck:
     ``control``: the control endpoint ``target`` answers ``status``. ``socket``: the
     socket file ``target`` is bound. ``engine``: the router holds a load snapshot.
     ``worker``: worker ``target`` is registered and admitting, and HTTP health is 200.
+    ``http``: ``GET target`` (a URL) answers 200.
     """
 
-    kind: Literal["control", "socket", "engine", "worker"]
+    kind: Literal["control", "socket", "engine", "worker", "http"]
     target: str = ""
 
 
@@ -44,6 +45,8 @@ class ChildSpec:
     socket_files: tuple[Path, ...] = ()
     #: The registry id of a worker; None for every other role.
     worker_id: str | None = None
+    #: Variables added to this child's environment (the admin app's tokens: never argv).
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
 def describe_exit(returncode: int) -> str:
@@ -94,7 +97,7 @@ class Child:
             self.spec.argv,
             stdin=subprocess.DEVNULL,
             stdout=sys.stderr.fileno(),
-            env=dict(env),
+            env={**env, **self.spec.env},
             process_group=0,
         )
         self.started_at = time.monotonic()

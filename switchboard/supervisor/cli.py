@@ -25,10 +25,11 @@ from switchboard.supervisor.settings import (
 __all__ = ["add_parser", "run"]
 
 _DESCRIPTION = """\
-Start the whole stack (router, detokenizer router, detokenizers, the built-in engine and
-the HTTP workers), print one line saying where it serves, restart any process that dies,
-and on SIGTERM or Ctrl-C drain the workers and stop everything. The admin app is not
-part of this build yet: --admin-port is validated and reported, nothing listens on it.
+Start the whole stack (router, detokenizer router, detokenizers, the built-in engine, the
+HTTP workers and the admin app), print one line saying where it serves and where the
+operator console is, restart any process that dies, and on SIGTERM or Ctrl-C drain the
+workers and stop everything. With no admin token configured, one operator token is
+generated and the console URL on the serving line carries it.
 
 Each setting is a flag, a SWITCHBOARD_* environment variable, or a key of the --config
 TOML file; flags win over the environment, the environment over the file."""

@@ -6,6 +6,7 @@ Pure: it only turns settings, a run directory and the supervisor's pid into
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,10 +20,34 @@ from router_core.endpoints import (
 from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
 from switchboard.supervisor.settings import ENV_PREFIX, FOREIGN_ENV, StackSettings
 
-__all__ = ["ROLE_ORDER", "child_environment", "stack_layout", "worker_ids"]
+__all__ = [
+    "ROLE_ORDER",
+    "START_GROUPS",
+    "admin_url",
+    "child_environment",
+    "http_url",
+    "stack_layout",
+    "worker_ids",
+]
 
-#: Start order; stopping goes the other way.
-ROLE_ORDER: tuple[Role, ...] = ("router", "detok-router", "detokenizer", "engine", "worker")
+#: Stopping goes the other way: the admin app first, the router last.
+ROLE_ORDER: tuple[Role, ...] = (
+    "router",
+    "detok-router",
+    "detokenizer",
+    "engine",
+    "worker",
+    "admin",
+)
+#: Start order: each group once the one before it is ready. The admin app needs only the
+#: router and starts alongside the detokenizer router.
+START_GROUPS: tuple[tuple[Role, ...], ...] = (
+    ("router",),
+    ("detok-router", "admin"),
+    ("detokenizer",),
+    ("engine",),
+    ("worker",),
+)
 
 
 def worker_ids(count: int) -> list[str]:
@@ -39,8 +64,34 @@ def _switchboard(*arguments: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "switchboard.cli", *arguments)
 
 
-def stack_layout(settings: StackSettings, run_dir: Path, parent_pid: int) -> list[ChildSpec]:
-    """Every child of the stack, in start order."""
+def http_url(host: str, port: int) -> str:
+    """``http://host:port``, bracketing an IPv6 address; a wildcard host becomes loopback."""
+    bare = host.strip("[]")
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        return f"http://{bare}:{port}"
+    if address.is_unspecified:
+        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+    text = f"[{address}]" if address.version == 6 else str(address)
+    return f"http://{text}:{port}"
+
+
+def admin_url(settings: StackSettings) -> str:
+    """Where the admin app serves, e.g. ``http://127.0.0.1:8001`` (loopback for a wildcard)."""
+    return http_url(settings.host, settings.admin_port)
+
+
+def stack_layout(
+    settings: StackSettings,
+    run_dir: Path,
+    parent_pid: int,
+    admin_env: Mapping[str, str] | None = None,
+) -> list[ChildSpec]:
+    """Every child of the stack, in start order (:data:`START_GROUPS`).
+
+    ``admin_env`` is added to the admin app's environment: its token lists.
+    """
     common: tuple[str, ...] = ("--run-dir", str(run_dir), "--parent-pid", str(parent_pid))
     common += ("--log-level", settings.log_level)
     tokenizer = ("--tokenizer", str(settings.tokenizer)) if settings.tokenizer else ()
@@ -129,6 +180,20 @@ def stack_layout(settings: StackSettings, run_dir: Path, parent_pid: int) -> lis
                 worker_id=worker_id,
             )
         )
+    specs.append(
+        ChildSpec(
+            name="admin",
+            role="admin",
+            argv=_switchboard(
+                "admin",
+                *common,
+                *("--host", settings.host, "--port", str(settings.admin_port)),
+                *remote,
+            ),
+            ready=ReadyCheck("http", f"{admin_url(settings)}/healthz"),
+            env=dict(admin_env or {}),
+        )
+    )
     return specs
 
 

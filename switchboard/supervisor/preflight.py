@@ -78,4 +78,5 @@ def preflight(settings: StackSettings) -> Tokenizer:
     """Every check, cheapest first; returns the loaded tokenizer."""
     check_run_dir(settings.run_dir)
     check_port_free(settings.host, settings.port)
+    check_port_free(settings.host, settings.admin_port)
     return check_tokenizer(settings.tokenizer)

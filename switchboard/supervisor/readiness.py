@@ -6,7 +6,6 @@ files, the workers' ``/health``), never a log line or a fixed delay.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import stat
 import time
@@ -19,6 +18,7 @@ import msgspec
 
 from router_core.control import ControlClient, ControlError
 from switchboard.supervisor.children import Child, ReadyCheck, describe_exit
+from switchboard.supervisor.layout import http_url
 
 __all__ = ["Probes", "StartupAborted", "StartupFailed", "http_url", "wait_until_ready"]
 
@@ -39,19 +39,6 @@ class StartupAborted(Exception):
     """The supervisor was asked to stop while the stack was starting."""
 
 
-def http_url(host: str, port: int) -> str:
-    """``http://host:port``, bracketing an IPv6 address; a wildcard host becomes loopback."""
-    bare = host.strip("[]")
-    try:
-        address = ipaddress.ip_address(bare)
-    except ValueError:
-        return f"http://{bare}:{port}"
-    if address.is_unspecified:
-        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
-    text = f"[{address}]" if address.version == 6 else str(address)
-    return f"http://{text}:{port}"
-
-
 class Probes:
     """Answers "is it ready?" for each kind of :class:`ReadyCheck`.
 
@@ -68,6 +55,7 @@ class Probes:
             "socket": self.socket_bound,
             "engine": self.engine_reporting,
             "worker": self.worker_serving,
+            "http": self.http_ok,
         }
 
     def ready(self, check: ReadyCheck) -> bool:
@@ -123,8 +111,12 @@ class Probes:
 
     def http_healthy(self) -> bool:
         """``GET /health`` on the shared port answers 200 (any one worker answers)."""
+        return self.http_ok(f"{self.base_url}/health")
+
+    def http_ok(self, url: str) -> bool:
+        """``GET url`` answers 200."""
         try:
-            return self._http.get(f"{self.base_url}/health").status_code == 200
+            return self._http.get(url).status_code == 200
         except httpx.HTTPError:
             return False
 

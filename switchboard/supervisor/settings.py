@@ -20,7 +20,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,9 +35,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from app.tokens import TokenTable, parse_tokens
+
 __all__ = [
     "ENV_PREFIX",
     "FOREIGN_ENV",
+    "SECRET_FIELDS",
     "SettingsError",
     "StackSettings",
     "env_name",
@@ -44,7 +54,18 @@ ENV_PREFIX = "SWITCHBOARD_"
 
 #: ``SWITCHBOARD_*`` variables that belong to other parts of Switchboard, not to the
 #: stack's settings: they are passed through to the children and never an error.
-FOREIGN_ENV = frozenset({"SWITCHBOARD_CACHE_DIR", "SWITCHBOARD_NO_FASTPATH"})
+FOREIGN_ENV = frozenset(
+    {
+        "SWITCHBOARD_CACHE_DIR",
+        "SWITCHBOARD_NO_FASTPATH",
+        # The operator commands' (switchboard status, pause, ...) admin URL and token.
+        "SWITCHBOARD_ADMIN_URL",
+        "SWITCHBOARD_ADMIN_TOKEN",
+    }
+)
+
+#: Settings holding secrets: an error names where they came from, never their value.
+SECRET_FIELDS = frozenset({"admin_operator_tokens", "admin_viewer_tokens"})
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -93,8 +114,15 @@ class StackSettings(BaseSettings):
         8001,
         ge=1,
         le=65535,
-        description="port of the admin app; the admin app is not part of this build yet "
-        "(validated and reported, nothing listens on it)",
+        description="port of the admin app (HTTP API and operator console), on host",
+    )
+    admin_operator_tokens: SecretStr | None = Field(
+        None,
+        description="admin tokens for every endpoint, name:token,... (unset, with no viewer "
+        "tokens either: one operator token is generated and the console URL printed)",
+    )
+    admin_viewer_tokens: SecretStr | None = Field(
+        None, description="admin tokens for reads only, name:token,..."
     )
     tokenizer: Path | None = Field(
         None, description="tokenizer.json or model directory (unset: the built-in tokenizer)"
@@ -143,6 +171,13 @@ class StackSettings(BaseSettings):
     def _expand_home(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
 
+    @field_validator("admin_operator_tokens", "admin_viewer_tokens")
+    @classmethod
+    def _token_list(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is not None:
+            parse_tokens(value.get_secret_value(), what=str(info.field_name))
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -162,7 +197,15 @@ class StackSettings(BaseSettings):
             raise ValueError(f"admin_port and port are both {self.port}")
         if self.restart_backoff_max_s < self.restart_backoff_initial_s:
             raise ValueError("restart_backoff_max_s is below restart_backoff_initial_s")
+        self.admin_tokens()  # a name or token given both roles
         return self
+
+    def admin_tokens(self) -> TokenTable:
+        """The configured admin tokens (possibly none); TokenError if they clash."""
+        return TokenTable(
+            parse_tokens(_reveal(self.admin_operator_tokens), what="admin_operator_tokens"),
+            parse_tokens(_reveal(self.admin_viewer_tokens), what="admin_viewer_tokens"),
+        )
 
     @classmethod
     def settings_customise_sources(
@@ -183,6 +226,10 @@ class StackSettings(BaseSettings):
     def log_level_number(self) -> int:
         """``log_level`` as a :mod:`logging` level."""
         return logging.getLevelNamesMapping()[self.log_level]
+
+
+def _reveal(secret: SecretStr | None) -> str | None:
+    return None if secret is None else secret.get_secret_value()
 
 
 def env_name(field: str) -> str:
@@ -250,6 +297,8 @@ class _Origins:
 
     def of(self, field: str, value: object) -> str:
         """``field`` given ``value`` as the operator wrote it: flag, variable or TOML key."""
+        if field in SECRET_FIELDS:
+            value = "(hidden)"
         if field in self.cli:
             return f"{flag_name(field)} {value}"
         if field in self.env:

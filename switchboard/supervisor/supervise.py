@@ -14,14 +14,21 @@ from types import FrameType
 from typing import TextIO
 
 from router_core.endpoints import RouterEndpoints
+from switchboard.supervisor.admin import AdminAccess, admin_access
 from switchboard.supervisor.backoff import RestartBackoff
 from switchboard.supervisor.children import Child, describe_exit
-from switchboard.supervisor.layout import ROLE_ORDER, child_environment, stack_layout
+from switchboard.supervisor.layout import (
+    ROLE_ORDER,
+    START_GROUPS,
+    admin_url,
+    child_environment,
+    http_url,
+    stack_layout,
+)
 from switchboard.supervisor.readiness import (
     Probes,
     StartupAborted,
     StartupFailed,
-    http_url,
     wait_until_ready,
 )
 from switchboard.supervisor.rundir import RunDirectory
@@ -44,8 +51,9 @@ def _plural(count: int, noun: str) -> str:
 class Supervisor:
     """Runs one stack in the foreground until SIGTERM, SIGINT or SIGHUP.
 
-    :meth:`run` starts the children role by role (router, detokenizer router,
-    detokenizers, engine, workers), waiting for each role to be ready; prints one
+    :meth:`run` starts the children group by group (router; detokenizer router and
+    admin app; detokenizers; engine; workers), waiting for each group to be ready;
+    prints one
     line to ``out`` saying where the stack serves; restarts any child that exits with
     :class:`RestartBackoff` delays; and on the first signal drains the workers and stops
     everything in reverse order. A second signal skips what is left of the waiting.
@@ -63,6 +71,8 @@ class Supervisor:
         self._stop = threading.Event()
         self._hurry = threading.Event()
         self._env = child_environment(os.environ)
+        #: The admin app's tokens, settled (perhaps generated) when :meth:`run` starts.
+        self.admin: AdminAccess | None = None
 
     def request_stop(self) -> None:
         """Begin stopping; a second call skips the remaining waits (signal-safe)."""
@@ -82,10 +92,9 @@ class Supervisor:
         probes: Probes | None = None
         with self._signals_handled():
             try:
-                self.children = [
-                    Child(spec, RestartBackoff(*backoff))
-                    for spec in stack_layout(settings, path, os.getpid())
-                ]
+                self.admin = admin_access(settings)
+                layout = stack_layout(settings, path, os.getpid(), self.admin.environment())
+                self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
                 router_control = RouterEndpoints.in_run_dir(path).control
                 probes = Probes(router_control, http_url(settings.host, settings.port))
                 return self._serve(probes)
@@ -113,24 +122,30 @@ class Supervisor:
         return 0
 
     def serving_line(self) -> str:
-        """The one line printed once the stack is ready."""
+        """The one line printed once the stack is ready (stdout only: with a generated
+        admin token it carries the token)."""
         settings = self.settings
+        access = self.admin or admin_access(settings)
         return (
             f"switchboard: serving {http_url(settings.host, settings.port)} "
             f"({_plural(settings.workers, 'worker')}, "
             f"{_plural(settings.detokenizers, 'detokenizer')}, built-in engine); "
-            f"admin API not in this build; run dir {self.run_dir.path}; Ctrl-C to stop"
+            f"console {access.console_url(admin_url(settings))}; "
+            f"run dir {self.run_dir.path}; Ctrl-C to stop"
         )
 
     def _start_all(self, probes: Probes) -> None:
+        generated = self.admin is not None and self.admin.generated is not None
         log.info(
-            "admin app is not part of this build yet: admin_port %d is reserved, "
-            "nothing listens on it",
-            self.settings.admin_port,
+            "admin app on %s (%s)",
+            admin_url(self.settings),
+            "operator token generated: the console URL is on stdout"
+            if generated
+            else "configured tokens",
         )
         deadline = time.monotonic() + self.settings.startup_timeout_s
-        for role in ROLE_ORDER:
-            group = [child for child in self.children if child.spec.role == role]
+        for roles in START_GROUPS:
+            group = [child for child in self.children if child.spec.role in roles]
             for child in group:
                 try:
                     pid = child.start(self._env)

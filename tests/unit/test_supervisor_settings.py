@@ -200,12 +200,12 @@ class TestLayout:
     """The children, their order, arguments and socket files."""
 
     def test_roles_in_start_order(self, tmp_path: Path) -> None:
-        """Router, detok router, M detokenizers, engine, N workers w0..w{N-1}."""
+        """Router, detok router, M detokenizers, engine, N workers w0..w{N-1}, admin app."""
         settings = load_settings({"workers": "3", "detokenizers": "2"})
         names = [spec.name for spec in stack_layout(settings, tmp_path, 42)]
         assert names == [
             "router", "detok-router", "detokenizer-0", "detokenizer-1", "engine",
-            "worker-w0", "worker-w1", "worker-w2",
+            "worker-w0", "worker-w1", "worker-w2", "admin",
         ]  # fmt: skip
 
     def test_every_child_dies_with_the_supervisor(self, tmp_path: Path) -> None:
@@ -230,7 +230,8 @@ class TestLayout:
         worker = specs["worker-w1"]
         assert worker[worker.index("--worker-id") + 1] == "w1"
         assert worker[worker.index("--port") + 1] == "9100"
-        assert all("--tokenizer" in argv for name, argv in specs.items() if "router" not in name)
+        tokenized = [name for name in specs if "router" not in name and name != "admin"]
+        assert all("--tokenizer" in specs[name] for name in tokenized)
 
     def test_socket_files_are_in_the_run_dir(self, tmp_path: Path) -> None:
         """Every socket file a child binds lies in the run directory."""
