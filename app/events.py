@@ -110,13 +110,18 @@ def status_changed(before: Status, after: Status) -> bool:
     )
 
 
+#: Load fields that change with every report, busy or idle.
+_LOAD_CLOCKS = {"taken_ns", "age_s"}
+
+
 def load_changed(before: Load | None, after: Load | None) -> bool:
-    """Whether a ``load`` event is due (the snapshot's age alone does not count)."""
+    """Whether a ``load`` event is due: running, waiting, capacity, token usage or the
+    engine's step changed (a fresh report of the same load does not count)."""
     if after is None:
         return False
     if before is None:
         return True
-    return before.model_dump(exclude={"age_s"}) != after.model_dump(exclude={"age_s"})
+    return before.model_dump(exclude=_LOAD_CLOCKS) != after.model_dump(exclude=_LOAD_CLOCKS)
 
 
 def stack_events(before: StackView | None, after: StackView) -> list[bytes]:

@@ -266,7 +266,8 @@ class TestLifecycle:
         assert "(2 workers, 2 detokenizers, built-in engine)" in supervisor.stdout()
         assert supervisor.run_dir.is_dir() and socket_files(supervisor.run_dir)
         children = supervisor.children()
-        assert len(children) == 1 + 1 + 2 + 1 + 2
+        # router, detok-router, 2 detokenizers, engine, 2 workers, admin app
+        assert len(children) == 1 + 1 + 2 + 1 + 2 + 1
         reply = generate(supervisor.url, timeout=30)
         assert reply.status_code == 200, reply.text
         assert supervisor.terminate() == 0
@@ -277,7 +278,7 @@ class TestLifecycle:
         """After kill -9 of the supervisor, every child it started exits within 5 s."""
         supervisor = stacks.start("--run-dir", str(stacks.run_dir), "--workers", "1")
         children = supervisor.children()
-        assert len(children) == 1 + 1 + 2 + 1 + 1
+        assert len(children) == 1 + 1 + 2 + 1 + 1 + 1
         supervisor.popen.kill()
         supervisor.popen.wait(timeout=10)
         wait_until(

@@ -130,14 +130,15 @@ class AdminStack:
         return found
 
 
-def _stack_env(operator_token: str, viewer_token: str) -> dict[str, str]:
+def _stack_env(operator_token: str | None, viewer_token: str | None) -> dict[str, str]:
     env = {
         name: value
         for name, value in child_env().items()
         if not name.upper().startswith("SWITCHBOARD_") or name.upper() in _KEPT
     }
-    env["SWITCHBOARD_ADMIN_OPERATOR_TOKENS"] = f"ops:{operator_token}"
-    env["SWITCHBOARD_ADMIN_VIEWER_TOKENS"] = f"viewer:{viewer_token}"
+    if operator_token is not None and viewer_token is not None:
+        env["SWITCHBOARD_ADMIN_OPERATOR_TOKENS"] = f"ops:{operator_token}"
+        env["SWITCHBOARD_ADMIN_VIEWER_TOKENS"] = f"viewer:{viewer_token}"
     return env
 
 
@@ -158,6 +159,10 @@ def _wait_ready(stack: AdminStack) -> None:
     match = wait_until(serving, STARTUP_S, "the serving line")
     stack.serving_line = match.group(0)
     stack.run_dir = Path(match.group(2))
+    if not stack.operator_token:
+        generated = re.search(r"#token=([^;\s]+)", stack.serving_line)
+        assert generated is not None, f"no generated token in {stack.serving_line!r}"
+        stack.operator_token = generated.group(1)
     with httpx.Client(base_url=stack.admin_url, timeout=2.0, trust_env=False) as client:
 
         def ready() -> bool:
@@ -207,18 +212,24 @@ def admin_stack(
     workers: int = 2,
     step_time: float = 0.005,
     extra_args: Sequence[str] = (),
+    configure_tokens: bool = True,
 ) -> Iterator[AdminStack]:
     """Start ``switchboard up`` with its admin app (see the module docstring).
 
     ``where`` is a ``tmp_path_factory`` or a directory for the logs (``up.stdout``,
     ``up.stderr``); ``extra_args`` are more ``switchboard up`` flags.
+    ``configure_tokens=False`` sets no token, so the supervisor generates an operator
+    token: ``operator_token`` is then the one in the serving line's console URL and
+    ``viewer_token`` is empty.
     """
     log_dir = _log_dir(where)
     run_dir = Path(tempfile.mkdtemp(prefix="sb-adm-", dir="/tmp"))
     port, admin_port = free_port(), free_port()
     while admin_port == port:
         admin_port = free_port()
-    operator_token, viewer_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    operator_token, viewer_token = (
+        (secrets.token_urlsafe(24), secrets.token_urlsafe(24)) if configure_tokens else ("", "")
+    )
     argv = [
         sys.executable,
         "-m",
@@ -238,7 +249,7 @@ def admin_stack(
             stdout=out,
             stderr=err,
             cwd=REPO_ROOT,
-            env=_stack_env(operator_token, viewer_token),
+            env=_stack_env(operator_token or None, viewer_token or None),
             start_new_session=True,
         )
     stack = AdminStack(
