@@ -1,0 +1,176 @@
+"""Admin tokens: parsing ``name:token`` lists, constant-time identification, settings."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+
+import pytest
+
+from app.settings import AdminSettings
+from app.tokens import (
+    NamedToken,
+    Principal,
+    TokenError,
+    TokenTable,
+    format_tokens,
+    generate_token,
+    parse_tokens,
+)
+
+ENDPOINT = "ipc:///tmp/sb-unit/router-control"
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No admin token from the caller's environment leaks into a test."""
+    for name in ("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "SWITCHBOARD_ADMIN_VIEWER_TOKENS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class TestParseTokens:
+    """``name:token,...`` lists."""
+
+    def test_pairs_in_order(self) -> None:
+        """Each entry becomes a named token; whitespace and empty entries are ignored."""
+        parsed = parse_tokens(" alice:tok1 , ,ci:t0k-2.x= ,")
+        assert parsed == (NamedToken("alice", "tok1"), NamedToken("ci", "t0k-2.x="))
+
+    @pytest.mark.parametrize("text", [None, "", " , "])
+    def test_nothing(self, text: str | None) -> None:
+        """Unset or blank is no token at all."""
+        assert parse_tokens(text) == ()
+
+    def test_token_may_hold_a_colon_free_base64(self) -> None:
+        """Only the first colon separates: base64 and URL-safe tokens parse whole."""
+        assert parse_tokens("ops:ab+/cd==")[0].token == "ab+/cd=="
+
+    @pytest.mark.parametrize(
+        ("text", "problem"),
+        [
+            ("just-a-secret", "entry 1 is not name:token"),
+            ("a:ok,:s3cret", "entry 2 is not name:token"),
+            ("alice:", "entry 1 is not name:token"),
+            ("al ice:s3cret", "name 'al ice'"),
+            ("alice:s3c ret", "entry 1 (alice): the token has characters"),
+            ("alice:s3cret,alice:other", "name 'alice' appears twice"),
+        ],
+    )
+    def test_refusals_never_show_the_token(self, text: str, problem: str) -> None:
+        """A malformed list is refused, naming the entry and never a token."""
+        with pytest.raises(TokenError) as caught:
+            parse_tokens(text, what="OPS")
+        message = str(caught.value)
+        assert problem in message and message.startswith("OPS: ")
+        for secret in ("s3cret", "s3c ret", "just-a-secret", "other"):
+            assert secret not in message
+
+    def test_round_trip(self) -> None:
+        """format_tokens writes what parse_tokens reads back."""
+        tokens = (NamedToken("a", "x1"), NamedToken("b", "y2"))
+        assert parse_tokens(format_tokens(tokens)) == tokens
+
+    def test_repr_hides_the_token(self) -> None:
+        """A named token's repr (in a log or a traceback) shows the name only."""
+        assert "hunter2" not in repr(NamedToken("alice", "hunter2"))
+
+    def test_generated_tokens_are_long_and_fresh(self) -> None:
+        """Generated tokens carry 256 bits, parse as tokens, and never repeat."""
+        tokens = {generate_token() for _ in range(50)}
+        assert len(tokens) == 50 and all(len(token) >= 43 for token in tokens)
+        assert all(parse_tokens(f"console:{token}") for token in tokens)
+
+
+class TestTokenTable:
+    """Who presented a token."""
+
+    table = TokenTable(
+        operators=(NamedToken("alice", "op-token-1"), NamedToken("ci", "op-token-2")),
+        viewers=(NamedToken("grafana", "view-token"),),
+    )
+
+    def test_roles(self) -> None:
+        """Operators and viewers are identified by name and role."""
+        assert self.table.identify("op-token-2") == Principal("ci", "operator")
+        assert self.table.identify("view-token") == Principal("grafana", "viewer")
+        assert Principal("ci", "operator").can_operate
+        assert not Principal("grafana", "viewer").can_operate
+
+    @pytest.mark.parametrize("presented", ["", "op-token", "op-token-10", "OP-TOKEN-1", "é"])
+    def test_near_misses_are_nobody(self, presented: str) -> None:
+        """A prefix, an extension, another case or an empty string matches nobody."""
+        assert self.table.identify(presented) is None
+
+    def test_every_token_is_compared(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """hmac.compare_digest runs against every configured token, whoever matches first."""
+        calls: list[bytes] = []
+        real: Callable[[bytes, bytes], bool] = hmac.compare_digest
+
+        def counting(given: bytes, expected: bytes) -> bool:
+            calls.append(expected)
+            return real(given, expected)
+
+        monkeypatch.setattr(hmac, "compare_digest", counting)
+        assert self.table.identify("op-token-1") == Principal("alice", "operator")
+        assert len(calls) == 3
+        calls.clear()
+        assert self.table.identify("nobody's") is None and len(calls) == 3
+
+    def test_a_name_or_token_in_both_roles_is_refused(self) -> None:
+        """One name, or one token, may not be both an operator's and a viewer's."""
+        with pytest.raises(TokenError, match="both"):
+            TokenTable((NamedToken("a", "x"),), (NamedToken("a", "y"),))
+        with pytest.raises(TokenError, match="two names") as caught:
+            TokenTable((NamedToken("a", "same"),), (NamedToken("b", "same"),))
+        assert "same" not in str(caught.value).replace("the same token", "")
+
+    def test_empty(self) -> None:
+        """A table without tokens says so and identifies nobody."""
+        assert TokenTable().empty and TokenTable().identify("") is None
+
+
+class TestAdminSettings:
+    """The admin app's settings: tokens from the environment, loopback unless allowed."""
+
+    def test_defaults(self) -> None:
+        """127.0.0.1:8001, a 0.25 s poll, no tokens."""
+        settings = AdminSettings(control_endpoint=ENDPOINT)
+        assert (settings.host, settings.port, settings.poll_interval_s) == ("127.0.0.1", 8001, 0.25)
+        assert settings.tokens.empty
+
+    def test_tokens_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """SWITCHBOARD_ADMIN_OPERATOR_TOKENS and _VIEWER_TOKENS are read and parsed."""
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "alice:tok1,ci:tok2")
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_VIEWER_TOKENS", "graf:tok3")
+        settings = AdminSettings(control_endpoint=ENDPOINT)
+        assert settings.tokens.identify("tok2") == Principal("ci", "operator")
+        assert settings.tokens.identify("tok3") == Principal("graf", "viewer")
+        assert "tok1" not in repr(settings) and "tok1" not in str(settings.model_dump())
+
+    def test_remote_host_needs_opt_in_and_tokens(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Beyond loopback: refused without allow_remote, and without a token even with it."""
+        with pytest.raises(ValueError, match="pass --allow-remote"):
+            AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0")
+        with pytest.raises(ValueError, match="no token is configured"):
+            AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0", allow_remote=True)
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_VIEWER_TOKENS", "graf:tok3")
+        settings = AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0", allow_remote=True)
+        assert not settings.tokens.empty
+
+    def test_remote_control_endpoint_needs_opt_in(self) -> None:
+        """A control endpoint beyond loopback needs allow_remote, as the router's do."""
+        with pytest.raises(ValueError, match="beyond loopback"):
+            AdminSettings(control_endpoint="tcp://10.0.0.1:5555")
+
+    def test_bad_token_list_is_a_settings_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A malformed list fails validation, naming the variable."""
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "no-name-here")
+        with pytest.raises(ValueError, match="SWITCHBOARD_ADMIN_OPERATOR_TOKENS"):
+            AdminSettings(control_endpoint=ENDPOINT)
+
+    def test_with_tokens(self) -> None:
+        """with_tokens gives a copy accepting a generated token; the original is unchanged."""
+        settings = AdminSettings(control_endpoint=ENDPOINT)
+        changed = settings.with_tokens(TokenTable((NamedToken("console", "gen"),)))
+        assert changed.tokens.identify("gen") == Principal("console", "operator")
+        assert settings.tokens.empty

@@ -1,0 +1,323 @@
+"""The admin app's event logic: router views as models, diffing two polls, the hub."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from app.events import (
+    KEEPALIVE,
+    EventHub,
+    StackView,
+    Subscription,
+    load_changed,
+    stack_events,
+    status_changed,
+    worker_events,
+)
+from app.models import Load, Status, Worker
+from app.views import status_of, workers_of
+
+
+def view(worker_id: str, state: str = "serving", **changes: Any) -> dict[str, Any]:
+    """A router worker view (``list_workers``) with ``changes``."""
+    return {
+        "worker_id": worker_id,
+        "address": f"ipc:///tmp/sb/worker-{worker_id}",
+        "pid": 100,
+        "host": "h",
+        "version": "1",
+        "started_ns": 1,
+        "state": state,
+        "inflight": 0,
+        "heartbeats": 3,
+        "last_seen_s_ago": 0.1,
+        "registered_at": 1000.0,
+        "last_heartbeat_at": 1010.0,
+        "requests_sent": 0,
+        "rows_received": 0,
+        "safe_to_delete": False,
+        **changes,
+    }
+
+
+def worker(worker_id: str, state: str = "serving", **changes: Any) -> Worker:
+    return workers_of([view(worker_id, state, **changes)])[0]
+
+
+def by_id(*workers: Worker) -> dict[str, Worker]:
+    return {item.id: item for item in workers}
+
+
+def status(paused: bool = False, ops: tuple[str, ...] = (), **changes: Any) -> Status:
+    """A Status from a router ``status`` reply with ``changes``."""
+    operations = [
+        {
+            "op_id": op_id,
+            "seq": seq,
+            "action": "pause",
+            "mode": "abort",
+            "complete": True,
+            "acked": ["engine"],
+            "stragglers": [],
+            "departed": [],
+            "elapsed_s": 0.01,
+            "finished_at": 1.0,
+        }
+        for seq, op_id in enumerate(ops, start=1)
+    ]
+    reply = {
+        "pid": 7,
+        "uptime_s": 5.0,
+        "paused": paused,
+        "pause_mode": "abort" if paused else None,
+        "pause_state_since": 100.0,
+        "recent_operations": operations,
+        "version": "1",
+        "workers": {"serving": 2},
+        "engine_live": True,
+        **changes,
+    }
+    return status_of(reply, changes.get("load"), "1")
+
+
+def load(running: int = 0, **changes: Any) -> Load:
+    fields = {"running": running, "waiting": 0, "max_running": 8, "token_usage": 0.0}
+    fields |= {"step": 1, "taken_ns": 5, "age_s": 0.1, **changes}
+    return Load(**fields)
+
+
+class TestViews:
+    """Router replies as API models."""
+
+    def test_worker_fields(self) -> None:
+        """Router names become the API's: worker_id -> id, address -> endpoint, ..."""
+        item = worker("w0", departure_reason="dead_worker")
+        assert (item.id, item.endpoint, item.last_heartbeat_s_ago) == (
+            "w0",
+            "ipc:///tmp/sb/worker-w0",
+            0.1,
+        )
+        assert item.departure_reason == "dead_worker"
+        assert worker("w1").departure_reason is None
+
+    def test_live_worker_hides_its_departed_entry(self) -> None:
+        """A restarted worker (same id) is listed once, live; of two departures, the latest."""
+        listed = workers_of(
+            [
+                view("w0", pid=2),
+                view("w0", "dead", pid=1, departed_s_ago=3.0),
+                view("w1", "dead", pid=5, departed_s_ago=9.0),
+                view("w1", "dead", pid=6, departed_s_ago=1.0),
+            ]
+        )
+        assert [(item.id, item.state, item.pid) for item in listed] == [
+            ("w0", "serving", 2),
+            ("w1", "dead", 6),
+        ]
+
+    def test_status_carries_the_load(self) -> None:
+        """Status: engine liveness and load, versions, router facts."""
+        reply = status(load={"running": 3, "max_running": 8, "age_s": 0.2})
+        assert reply.engine.live and reply.engine.load is not None
+        assert reply.engine.load.running == 3 and reply.engine.load.token_usage == 0.0
+        assert reply.router.pid == 7 and reply.versions.router == "1"
+
+
+class TestWorkerEvents:
+    """What one poll's workers imply against the previous poll's."""
+
+    def test_nothing_changed(self) -> None:
+        """Only the heartbeat age, and clock jitter in derived times: no event."""
+        before = by_id(worker("w0"))
+        after = by_id(worker("w0", last_seen_s_ago=0.3, registered_at=1000.001))
+        assert worker_events(before, after) == []
+
+    def test_registered_state_updated_departed(self) -> None:
+        """A new id, a new state, a new count and a death each make one event."""
+        before = by_id(worker("w0"), worker("w1"), worker("w2"))
+        after = by_id(
+            worker("w0", "draining"),
+            worker("w1", inflight=3),
+            worker("w2", "dead", departure_reason="dead_worker", safe_to_delete=True),
+            worker("w3", "starting"),
+        )
+        changes = {event.worker.id: event.change for event in worker_events(before, after)}
+        assert changes == {"w0": "state", "w1": "updated", "w2": "departed", "w3": "registered"}
+
+    def test_heartbeat_is_an_update(self) -> None:
+        """A new heartbeat (its time moved by more than jitter) is an update."""
+        before = by_id(worker("w0"))
+        after = by_id(worker("w0", last_heartbeat_at=1011.0))
+        assert [event.change for event in worker_events(before, after)] == ["updated"]
+
+    def test_vanished_worker_departs_as_dead(self) -> None:
+        """A live worker gone from the list (the router forgot it) departs, shown dead."""
+        events = worker_events(by_id(worker("w0", inflight=2)), {})
+        assert [(e.change, e.worker.state, e.worker.inflight) for e in events] == [
+            ("departed", "dead", 0)
+        ]
+        assert worker_events(by_id(worker("w0", "dead")), {}) == []
+
+    def test_restarted_worker_registers_again(self) -> None:
+        """The same id going from dead to live is a registration."""
+        events = worker_events(by_id(worker("w0", "dead")), by_id(worker("w0", "starting")))
+        assert [event.change for event in events] == ["registered"]
+
+    def test_new_dead_worker_is_a_departure(self) -> None:
+        """A worker first seen already dead (it came and went between polls) departs."""
+        events = worker_events({}, by_id(worker("w9", "dead")))
+        assert [event.change for event in events] == ["departed"]
+
+
+class TestStatusAndLoad:
+    """When ``pause`` and ``load`` events are due."""
+
+    def test_status_changes(self) -> None:
+        """Pause state, mode, since, operations and engine liveness count; uptime does not."""
+        base = status()
+        assert not status_changed(base, status(uptime_s=99.0, workers={"serving": 1}))
+        assert status_changed(base, status(paused=True))
+        assert status_changed(base, status(ops=("op-1",)))
+        assert status_changed(base, status(pause_state_since=101.0))
+        assert status_changed(base, status(engine_live=False))
+        assert status_changed(status(paused=True), status(paused=True, pause_mode="in_place"))
+
+    def test_load_changes(self) -> None:
+        """A load counts when it differs beyond its clocks; None after is never an event."""
+        assert load_changed(None, load())
+        assert not load_changed(load(), load(taken_ns=99, age_s=0.0))
+        assert load_changed(load(), load(running=1))
+        assert load_changed(load(), load(step=2))
+        assert not load_changed(load(), None)
+
+
+def stack(*workers: Worker, current: Status | None = None) -> StackView:
+    return StackView(workers=by_id(*workers), status=current or status())
+
+
+def parse(frame: bytes) -> tuple[str, dict[str, Any]]:
+    """An SSE frame's event type and JSON data."""
+    text = frame.decode()
+    assert text.endswith("\n\n")
+    kind_line, data_line = text.strip("\n").split("\n")
+    return kind_line.removeprefix("event: "), json.loads(data_line.removeprefix("data: "))
+
+
+class TestStackEvents:
+    """Frames from two whole views."""
+
+    def test_first_poll_sends_nothing(self) -> None:
+        """Nobody has seen an earlier view: subscribers start from a snapshot instead."""
+        assert stack_events(None, stack(worker("w0"))) == []
+
+    def test_frames_in_order(self) -> None:
+        """Worker events, then pause, then load, each a well-formed SSE frame."""
+        before = stack(worker("w0"))
+        after = stack(
+            worker("w0", "paused"), current=status(paused=True, ops=("op-1",), load={"running": 2})
+        )
+        frames = [parse(frame) for frame in stack_events(before, after)]
+        assert [kind for kind, _ in frames] == ["worker", "pause", "load"]
+        assert frames[0][1]["change"] == "state" and frames[0][1]["worker"]["state"] == "paused"
+        assert frames[1][1]["status"]["recent_operations"][0]["op_id"] == "op-1"
+        assert frames[2][1]["load"]["running"] == 2
+
+
+class TestEventHub:
+    """Fan-out through bounded per-subscriber queues."""
+
+    def test_subscribers_get_a_snapshot_then_changes(self) -> None:
+        """No view, no subscription; then a snapshot, then every change, to everyone."""
+
+        async def scenario() -> None:
+            hub = EventHub(queue_size=8)
+            assert hub.subscribe() is None
+            hub.update(stack(worker("w0")))
+            first, second = hub.subscribe(), hub.subscribe()
+            assert first is not None and second is not None
+            kind, data = parse(first[0])
+            assert kind == "snapshot" and data["workers"][0]["id"] == "w0"
+            hub.update(stack(worker("w0", "draining")))
+            for _, subscription in (first, second):
+                frame = await subscription.next(1.0)
+                assert frame is not None and parse(frame)[0] == "worker"
+            hub.unsubscribe(second[1])
+            assert hub.subscribers == 1
+
+        asyncio.run(scenario())
+
+    def test_slow_subscriber_is_dropped_and_counted(self) -> None:
+        """A full queue ends that subscriber's stream; the others keep every event."""
+
+        async def scenario() -> None:
+            hub = EventHub(queue_size=3)
+            hub.update(stack(worker("w0")))
+            slow, quick = hub.subscribe(), hub.subscribe()
+            assert slow is not None and quick is not None
+            received = []
+            for inflight in range(1, 6):
+                hub.update(stack(worker("w0", inflight=inflight)))
+                frame = await quick[1].next(1.0)
+                assert frame is not None
+                received.append(parse(frame)[1]["worker"]["inflight"])
+            assert received == [1, 2, 3, 4, 5]
+            assert hub.dropped_subscribers == 1 and hub.subscribers == 1
+            assert await slow[1].next(1.0) is None  # its stream ends at once
+
+        asyncio.run(scenario())
+
+    def test_close_ends_every_stream(self) -> None:
+        """Closing the hub ends current streams and refuses new ones."""
+
+        async def scenario() -> None:
+            hub = EventHub(queue_size=4)
+            hub.update(stack(worker("w0")))
+            opened = hub.subscribe()
+            assert opened is not None
+            hub.close()
+            assert await opened[1].next(1.0) is None
+            assert hub.subscribe() is None
+
+        asyncio.run(scenario())
+
+    def test_wait_view(self) -> None:
+        """wait_view gives None after its timeout without a poll, else the latest view."""
+
+        async def scenario() -> None:
+            hub = EventHub(queue_size=4)
+            assert await hub.wait_view(0.01) is None
+            asyncio.get_running_loop().call_later(0.01, hub.update, stack(worker("w0")))
+            seen = await hub.wait_view(5.0)
+            assert seen is not None and "w0" in seen.workers
+
+        asyncio.run(scenario())
+
+
+class TestSubscription:
+    """One subscriber's queue."""
+
+    def test_keepalive_when_quiet(self) -> None:
+        """After keepalive_s without an event the reader gets the keep-alive comment."""
+
+        async def scenario() -> None:
+            subscription = Subscription(2)
+            assert await subscription.next(0.01) == KEEPALIVE
+            assert subscription.offer(b"a") and subscription.offer(b"b")
+            assert not subscription.offer(b"c")
+            assert await subscription.next(1.0) == b"a"
+            subscription.end()
+            assert await subscription.next(1.0) is None
+
+        asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("change", ["inflight", "requests_sent", "rows_received", "state"])
+def test_every_counted_field_is_an_event(change: str) -> None:
+    """Each field the console shows makes an event when it alone changes."""
+    before = by_id(worker("w0"))
+    after = by_id(worker("w0", **({change: "drained"} if change == "state" else {change: 7})))
+    assert len(worker_events(before, after)) == 1
