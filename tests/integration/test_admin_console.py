@@ -1,0 +1,500 @@
+"""The operator console in a real browser (Debian's Chromium, driven by Playwright) against a
+real stack started by ``switchboard up``, the engine stepping every 20 ms.
+
+The console is opened with the operator token in the URL fragment; every change it shows
+arrives on ``/api/events``. A pause in place must freeze a streaming ``/generate`` that
+started just before it, Continue must let it finish, and a drained worker must reach
+``drained`` with ``safe_to_delete``, all seen in the page itself.
+
+Screenshots go to the test's tmp dir; with ``SWITCHBOARD_TEST_ARTIFACTS`` set the last one
+is also copied to ``tests/artifacts/console.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from tests.integration.harness.admin_stack import AdminStack, admin_stack
+from tests.integration.harness.polling import REPO_ROOT, missing, wait_until
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page, Response
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: See TOOLCHAIN.md: Debian's chromium runs without ``playwright install``.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-default-browser-check",
+]
+#: The engine steps every 20 ms, so 64 tokens take about 1.3 s unless paused.
+STEP_TIME_S = 0.02
+TOKENS = 64
+GENERATE = {"text": "hello", "sampling_params": {"max_new_tokens": TOKENS}, "stream": True}
+#: The window in which a paused stream must receive nothing; the window is the assertion.
+PAUSED_WINDOW_S = 1.0
+#: Rows of the last step before the pause may still be on their way after the barrier's
+#: acknowledgement (engine -> detokenizer -> worker -> client); they settle first.
+SETTLE_S = 0.5
+#: Playwright's wait for anything the page should show (events arrive within a second).
+UI_TIMEOUT_MS = 10_000
+BARRIER_S = 5.0
+ARTIFACTS_ENV = "SWITCHBOARD_TEST_ARTIFACTS"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless; missing chromium or playwright fails under CI=true."""
+    if not CHROMIUM.exists():
+        missing(f"Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing("the playwright package (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminStack]:
+    """One ``switchboard up`` with 2 workers for the module, continued before it stops."""
+    with admin_stack(tmp_path_factory, workers=2, step_time=STEP_TIME_S) as running:
+        try:
+            yield running
+        finally:
+            # A test that failed while paused must not leave the drain at shutdown waiting.
+            with running.client() as client:
+                client.post("/api/continue", json={"timeout_s": BARRIER_S})
+
+
+@dataclass
+class PageProblems:
+    """Uncaught errors and console errors of a page; a test fails if there are any."""
+
+    errors: list[str] = field(default_factory=list)
+
+    def watch(self, page: Page) -> None:
+        page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
+        page.on("console", self.console_message)
+
+    def console_message(self, message: Any) -> None:
+        # Chromium logs every 4xx answer as "Failed to load resource"; the tests expect some.
+        if message.type == "error" and not message.text.startswith("Failed to load resource"):
+            self.errors.append(f"console.error: {message.text}")
+
+
+@dataclass
+class GenerateStream:
+    """One streaming ``/generate`` read on its own thread: each event and when it came."""
+
+    base_url: str
+    status: int | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    done: bool = False
+    failure: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    def start(self) -> GenerateStream:
+        self.thread = threading.Thread(target=self._read, name="generate-stream", daemon=True)
+        self.thread.start()
+        return self
+
+    def _read(self) -> None:
+        try:
+            with (
+                httpx.Client(base_url=self.base_url, timeout=60.0, trust_env=False) as client,
+                client.stream("POST", "/generate", json=GENERATE) as response,
+            ):
+                self.status = response.status_code
+                for line in response.iter_lines():
+                    if line == "data: [DONE]":
+                        self.done = True
+                    elif line.startswith("data: "):
+                        self.events.append(json.loads(line.removeprefix("data: ")))
+                        self.arrivals.append(time.monotonic())
+        except BaseException as exc:  # reported by the test thread
+            self.failure = exc
+
+    def finish(self, timeout: float) -> None:
+        assert self.thread is not None
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the stream did not end within {timeout} s"
+        if self.failure is not None:
+            raise AssertionError(f"the stream failed: {self.failure!r}") from self.failure
+
+    @property
+    def completion_tokens(self) -> int:
+        return int(self.events[-1]["meta_info"]["completion_tokens"]) if self.events else 0
+
+    def quiet_for(self) -> float:
+        """Seconds since the last event."""
+        return time.monotonic() - self.arrivals[-1] if self.arrivals else 0.0
+
+
+class Screenshots:
+    """Numbered screenshots in ``directory``; the last one is the artifact."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.taken: list[Path] = []
+
+    def take(self, page: Page, name: str) -> Path:
+        path = self.directory / f"{len(self.taken):02d}-{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        self.taken.append(path)
+        return path
+
+    def publish(self) -> None:
+        """Copy the last screenshot to tests/artifacts/console.png if the env asks for it."""
+        if self.taken and os.environ.get(ARTIFACTS_ENV):
+            target = REPO_ROOT / "tests" / "artifacts" / "console.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.taken[-1], target)
+
+
+def by_testid(page: Page, name: str) -> Any:
+    return page.get_by_test_id(name)
+
+
+def posted(path: str) -> Any:
+    """A predicate for ``page.expect_response``: the console's POST to ``path``."""
+    return lambda response: (
+        response.request.method == "POST" and httpx.URL(response.url).path == path
+    )
+
+
+def live_worker_ids(stack: AdminStack) -> list[str]:
+    with stack.client() as client:
+        workers = client.get("/api/workers").raise_for_status().json()["workers"]
+    return sorted(worker["id"] for worker in workers if worker["state"] != "dead")
+
+
+def open_console(browser: Browser, stack: AdminStack, token: str, width: int = 1280) -> Page:
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(f"{stack.admin_url}/#token={token}")
+    return page
+
+
+class TestOperatorConsole:
+    def test_pause_in_place_freezes_a_stream_continue_finishes_it_drain_reaches_safe(
+        self, browser: Browser, stack: AdminStack, tmp_path: Path
+    ) -> None:
+        """From the page alone: every worker is listed; Pause (in_place) answers 200 with
+        every acknowledgement, a stream started just before receives nothing for 1 s while
+        the page shows paused with the engine and each worker acknowledged; Continue lets
+        the stream finish all its tokens; Drain takes a worker to drained and safe to
+        delete, Undrain brings it back; the token leaves the URL; the page fits 400 px."""
+        from playwright.sync_api import expect
+
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        shots = Screenshots(tmp_path)
+        problems = PageProblems()
+        page = open_console(browser, stack, stack.operator_token)
+        problems.watch(page)
+        try:
+            workers = live_worker_ids(stack)
+            assert len(workers) == 2, workers
+
+            # The token moved from the fragment to sessionStorage; the address bar is clean.
+            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
+            assert stack.operator_token not in page.url
+            assert "token" not in page.evaluate("window.location.href")
+            assert page.evaluate("Object.values(sessionStorage)") == [stack.operator_token]
+
+            for worker in workers:
+                row = by_testid(page, f"worker-row-{worker}")
+                expect(row).to_be_visible()
+                expect(row).to_have_attribute("data-state", "serving")
+            expect(by_testid(page, "pause-state")).to_have_attribute("data-paused", "false")
+            shots.take(page, "serving")
+
+            # Labelled controls: the select is found by its label, the buttons by name.
+            page.get_by_label("Pause mode").select_option("in_place")
+            stream = GenerateStream(stack.base_url).start()
+            wait_until(lambda: stream.events or stream.failure, 15.0, "the stream's first event")
+            assert stream.failure is None, stream.failure
+            with page.expect_response(posted("/api/pause"), timeout=UI_TIMEOUT_MS) as answer:
+                page.get_by_role("button", name="Pause", exact=True).click()
+            pause = self.barrier_answer(answer.value, workers)
+            assert pause["mode"] == "in_place"
+            assert not stream.done, (
+                f"the stream ended ({stream.completion_tokens} tokens) before the pause "
+                "took effect: the premise of this test (a stream in flight) did not hold"
+            )
+
+            wait_until(lambda: stream.quiet_for() >= SETTLE_S, 10.0, "the stream to go quiet")
+            window_start, seen = time.monotonic(), len(stream.events)
+            # During the window: the page shows the pause and who acknowledged it.
+            state = by_testid(page, "pause-state")
+            expect(state).to_have_attribute("data-paused", "true")
+            expect(state).to_have_attribute("data-mode", "in_place")
+            expect(state).to_contain_text("Paused (in_place) since")
+            operation = by_testid(page, f"operation-{pause['op_id']}")
+            expect(operation).to_have_attribute("data-complete", "true")
+            expect(operation).to_have_attribute("data-acked", " ".join(pause["acked"]))
+            expect(operation).to_contain_text("Acknowledged: " + ", ".join(pause["acked"]))
+            result = by_testid(page, "op-result")
+            expect(result).to_have_attribute("data-kind", "ok")
+            expect(result).to_contain_text("Paused (in_place): acknowledged by engine")
+            for worker in workers:
+                expect(by_testid(page, f"worker-row-{worker}")).to_have_attribute(
+                    "data-state", "paused"
+                )
+            shots.take(page, "paused")
+            rest = window_start + PAUSED_WINDOW_S - time.monotonic()
+            if rest > 0:
+                page.wait_for_timeout(rest * 1000)  # the window is the assertion
+            assert len(stream.events) == seen, "a paused stream received events"
+            assert stream.quiet_for() >= PAUSED_WINDOW_S, stream.quiet_for()
+            assert not stream.done and stream.completion_tokens < TOKENS
+
+            with page.expect_response(posted("/api/continue"), timeout=UI_TIMEOUT_MS) as answer:
+                page.get_by_role("button", name="Continue", exact=True).click()
+            resumed = self.barrier_answer(answer.value, workers)
+            stream.finish(timeout=30.0)
+            assert stream.status == 200 and stream.done, "the stream did not end with [DONE]"
+            assert stream.completion_tokens == TOKENS
+            assert stream.events[-1]["meta_info"]["finish_reason"]["type"] == "length"
+            expect(state).to_have_attribute("data-paused", "false")
+            expect(by_testid(page, f"operation-{resumed['op_id']}")).to_be_visible()
+
+            self.drain_and_undrain(page, workers[-1], shots)
+
+            # A narrow window: no sideways scrolling of the page; controls stay in view.
+            page.set_viewport_size({"width": 400, "height": 900})
+            widths = page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            assert widths[0] <= widths[1], f"the page scrolls sideways at 400 px: {widths}"
+            for name in ("pause-button", "continue-button", "pause-mode"):
+                box = by_testid(page, name).bounding_box()
+                assert box is not None and box["x"] + box["width"] <= 400, (name, box)
+            shots.take(page, "narrow")
+            page.set_viewport_size({"width": 1280, "height": 900})
+            assert not problems.errors, problems.errors
+            shots.take(page, "final")
+        except BaseException:
+            shots.take(page, "failure")
+            raise
+        finally:
+            shots.publish()
+            page.close()
+
+    def barrier_answer(self, response: Response, workers: list[str]) -> dict[str, Any]:
+        """The console's POST was answered 200, acknowledged by the engine and each worker."""
+        assert response.status == 200, (response.status, response.text())
+        outcome: dict[str, Any] = response.json()
+        assert outcome["complete"] is True and outcome["stragglers"] == [], outcome
+        assert sorted(outcome["acked"]) == sorted(["engine", *workers]), outcome
+        return outcome
+
+    def drain_and_undrain(self, page: Page, worker: str, shots: Screenshots) -> None:
+        """Drain ``worker`` from its row until the row shows drained and safe to delete,
+        then Undrain it back to serving."""
+        from playwright.sync_api import expect
+
+        row, safe = by_testid(page, f"worker-row-{worker}"), by_testid(page, f"safe-{worker}")
+        with page.expect_response(posted(f"/api/workers/{worker}/drain")) as answer:
+            by_testid(page, f"drain-{worker}").click()
+        assert answer.value.status == 200, answer.value.text()
+        expect(row).to_have_attribute("data-state", "drained")
+        expect(safe).to_have_attribute("data-safe", "true")
+        expect(safe).to_have_text("yes")
+        expect(by_testid(page, f"undrain-{worker}")).to_have_attribute("aria-disabled", "false")
+        shots.take(page, "drained")
+        with page.expect_response(posted(f"/api/workers/{worker}/undrain")) as answer:
+            by_testid(page, f"undrain-{worker}").click()
+        assert answer.value.status == 200, answer.value.text()
+        expect(row).to_have_attribute("data-state", "serving")
+        expect(safe).to_have_attribute("data-safe", "false")
+
+    def test_a_pause_timing_out_names_the_straggler_as_a_warning(
+        self, browser: Browser, stack: AdminStack
+    ) -> None:
+        """With one worker stopped (SIGSTOP), Pause with a 1 s timeout answers 504 and
+        the page warns, naming that worker as the straggler, in the live region and in the
+        operations list; Continue after it resumes is acknowledged by everyone."""
+        from playwright.sync_api import expect
+
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        workers = live_worker_ids(stack)
+        straggler = workers[-1]
+        with stack.client() as client:
+            pid = client.get(f"/api/workers/{straggler}").raise_for_status().json()["pid"]
+        page = open_console(browser, stack, stack.operator_token)
+        try:
+            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
+            page.get_by_label("Pause mode").select_option("abort")
+            page.get_by_label("Timeout (s)").fill("1")
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                with page.expect_response(posted("/api/pause")) as answer:
+                    by_testid(page, "pause-button").click()
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            assert answer.value.status == 504, answer.value.text()
+            outcome = answer.value.json()
+            assert outcome["stragglers"] == [straggler], outcome
+
+            result = by_testid(page, "op-result")
+            expect(result).to_have_attribute("data-kind", "warning")
+            expect(result).to_contain_text(f"no acknowledgement from {straggler}")
+            operation = by_testid(page, f"operation-{outcome['op_id']}")
+            expect(operation).to_have_attribute("data-complete", "false")
+            expect(operation).to_have_attribute("data-stragglers", straggler)
+            expect(operation).to_contain_text(f"No acknowledgement: {straggler}")
+
+            with page.expect_response(posted("/api/continue")) as answer:
+                by_testid(page, "continue-button").click()
+            self.barrier_answer(answer.value, workers)
+            expect(by_testid(page, "pause-state")).to_have_attribute("data-paused", "false")
+            expect(by_testid(page, f"worker-row-{straggler}")).to_have_attribute(
+                "data-state", "serving"
+            )
+        finally:
+            page.close()
+
+    def test_viewer_token_is_refused_actions_and_bad_token_asks_again(
+        self, browser: Browser, stack: AdminStack
+    ) -> None:
+        """A viewer token sees the workers but its Pause is refused (403) in the live
+        region and actions turn unavailable; an unknown token brings back the labelled
+        token prompt saying 401, and a good token typed there connects."""
+        from playwright.sync_api import expect
+
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        problems = PageProblems()
+        page = open_console(browser, stack, stack.viewer_token)
+        try:
+            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
+            problems.watch(page)
+            with page.expect_response(posted("/api/pause")) as answer:
+                by_testid(page, "pause-button").click()
+            assert answer.value.status == 403
+            result = by_testid(page, "op-result")
+            expect(result).to_have_attribute("data-status", "403")
+            expect(result).to_contain_text("403")
+            expect(by_testid(page, "viewer-note")).to_be_visible()
+            expect(by_testid(page, "pause-button")).to_have_attribute("aria-disabled", "true")
+            expect(by_testid(page, "pause-state")).to_have_attribute("data-paused", "false")
+
+            page.goto(f"{stack.admin_url}/#token=not-a-token")
+            expect(by_testid(page, "token-error")).to_contain_text("401")
+            expect(by_testid(page, "connection")).to_have_attribute(
+                "data-connection", "unauthorized"
+            )
+            page.get_by_label("Access token", exact=True).fill(stack.operator_token)
+            page.get_by_label("Access token", exact=True).press("Enter")
+            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
+            expect(by_testid(page, "token-panel")).to_be_hidden()
+            assert not problems.errors, problems.errors
+        finally:
+            page.close()
+
+
+#: Comments, CRLF and CR line ends, multi-line data, a field without its space, and an
+#: event with no data (not dispatched): what SseParser must make of it.
+SSE_TEXT = (
+    ": keep-alive\n\n"
+    'event: snapshot\ndata: {"a": 1}\n\n'
+    "event: worker\r\ndata: line one\r\ndata: line two\r\n\r\n"
+    "data: plain\r\r"
+    "id: 7\nretry: 100\nevent: empty\n\n"
+    'event:load\ndata:{"x": 2}\n\n'
+)
+SSE_EVENTS = [
+    ["snapshot", '{"a": 1}'],
+    ["worker", "line one\nline two"],
+    ["message", "plain"],
+    ["load", '{"x": 2}'],
+]
+
+
+class TestConsoleModules:
+    """The console's own modules, loaded in the browser from the admin app."""
+
+    def test_sse_parser_reads_the_same_events_however_the_stream_is_cut(
+        self, browser: Browser, stack: AdminStack
+    ) -> None:
+        """Fed in chunks of every size from 1 byte to the whole text, the parser yields
+        exactly the same events (a CRLF split between chunks included)."""
+        page = browser.new_page()
+        try:
+            page.goto(f"{stack.admin_url}/")
+            outcomes = page.evaluate(
+                """async (text) => {
+                    const { SseParser } = await import("/static/sse.js");
+                    const outcomes = [];
+                    for (let size = 1; size <= text.length; size++) {
+                        const seen = [];
+                        const parser = new SseParser((type, data) => seen.push([type, data]));
+                        for (let i = 0; i < text.length; i += size) {
+                            parser.feed(text.slice(i, i + size));
+                        }
+                        outcomes.push(seen);
+                    }
+                    return outcomes;
+                }""",
+                SSE_TEXT,
+            )
+        finally:
+            page.close()
+        assert len(outcomes) == len(SSE_TEXT)
+        wrong = {size + 1: seen for size, seen in enumerate(outcomes) if seen != SSE_EVENTS}
+        assert not wrong, wrong
+
+    def test_throughput_bins_are_rates_per_second_with_idle_gaps_and_restarts(
+        self, browser: Browser, stack: AdminStack
+    ) -> None:
+        """Counts rising 50 a second read as 50/s bins (none before the first sample); a
+        count that stood still between sparse samples reads as zeros then the rise in the
+        last second; a count that went down (a restarted worker) starts over."""
+        page = browser.new_page()
+        try:
+            page.goto(f"{stack.admin_url}/")
+            steady, gap, restarted = page.evaluate(
+                """async () => {
+                    const { ThroughputHistory } = await import("/static/throughput.js");
+                    const history = new ThroughputHistory();
+                    for (let t = 0; t <= 10; t++) history.observe(1000 + t, t * 50);
+                    const steady = history.bins(1010);
+                    history.observe(1020, 530);
+                    const gap = history.bins(1020).slice(-10);
+                    history.observe(1021, 5);
+                    return [steady, gap, history.bins(1021)];
+                }"""
+            )
+        finally:
+            page.close()
+        assert steady == [None] * 50 + [50] * 10
+        assert gap == [0] * 9 + [30]
+        assert restarted == [None] * 60
