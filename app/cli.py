@@ -140,6 +140,14 @@ def run(args: argparse.Namespace) -> int:
             f"switchboard admin: console {console_url(settings.host, settings.port, token)}",
             flush=True,
         )
+    tokens = settings.tokens
+    logging.getLogger("switchboard.admin").info(
+        "admin app on %s for the router at %s (%d operator, %d viewer tokens)",
+        console_url(settings.host, settings.port),
+        settings.control_endpoint,
+        len(tokens.operators),
+        len(tokens.viewers),
+    )
     if args.parent_pid is not None:
         from router_core.process import die_with_parent
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from app.errors import ApiException, from_control_error
+from app.errors import from_control_error
 from app.models import Load, Operation, Status, Worker
 from app.views import load_of, operation_of, status_of, worker_of, workers_of
 from router_core.control import AsyncControlClient, ControlError
@@ -75,8 +75,3 @@ class RouterApi:
             return None
         status: dict[str, Any] = msgspec.to_builtins(result)
         return status
-
-
-def is_unavailable(error: ApiException) -> bool:
-    """Whether ``error`` says the router is out of reach (not that a command was refused)."""
-    return error.code == "router_unavailable"

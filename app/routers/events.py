@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from app.deps import Hub, Settings, Viewer
+from app.deps import Hub, Poller, Settings, Viewer
 from app.errors import ApiException, error_responses
 from app.events import Subscription
 
@@ -48,10 +48,11 @@ async def _frames(
 
 
 @router.get("/events", response_class=StreamingResponse, responses=_STREAM)
-async def events(_: Viewer, hub: Hub, settings: Settings) -> StreamingResponse:
+async def events(_: Viewer, hub: Hub, poller: Poller, settings: Settings) -> StreamingResponse:
     """Every change, as it is seen (the router is polled every ``poll_interval_s``)."""
     await hub.wait_view(settings.control_timeout_s)
-    opened = hub.subscribe()
+    # A snapshot from before the router stopped answering would be stale.
+    opened = hub.subscribe() if poller.router_answers else None
     if opened is None:
         raise ApiException(
             503, "router_unavailable", "no view of the router yet", {"Retry-After": "1"}
