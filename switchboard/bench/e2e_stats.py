@@ -27,13 +27,22 @@ __all__ = [
 ]
 
 #: The processes of a stack, by the ``switchboard`` subcommand each runs.
-ROLES: Final = ("supervisor", "router", "detok-router", "detokenizer", "engine", "worker")
+ROLES: Final = (
+    "supervisor",
+    "admin",
+    "router",
+    "detok-router",
+    "detokenizer",
+    "engine",
+    "worker",
+)
 
 #: The routing processes, whose share of the stack's CPU the benchmark reports.
 ROUTING_ROLES: Final = frozenset({"router", "detok-router"})
 
 _SUBCOMMAND_ROLES: Final = {
     "up": "supervisor",
+    "admin": "admin",
     "router": "router",
     "detok-router": "detok-router",
     "detokenizer": "detokenizer",

@@ -376,6 +376,7 @@ class TestSuite:
         run = doc["runs"][0]
         assert run["processes"] == {
             "supervisor": 1,
+            "admin": 1,
             "router": 1,
             "detok-router": 1,
             "detokenizer": 1,
