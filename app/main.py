@@ -100,6 +100,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
         routers.gc,
         routers.events,
         routers.health,
+        routers.whoami,
         routers.console,
     ):
         app.include_router(module.router)

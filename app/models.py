@@ -17,6 +17,7 @@ __all__ = [
     "ErrorCode",
     "FreezeGcResult",
     "Health",
+    "Identity",
     "Load",
     "LoadEvent",
     "LoadResponse",
@@ -193,6 +194,13 @@ class FreezeGcResult(_Model):
 
     frozen: list[str]
     forwarded_to: list[str]
+
+
+class Identity(_Model):
+    """Who a token is: its configured name and its role."""
+
+    name: str
+    role: Literal["viewer", "operator"]
 
 
 class Health(_Model):

@@ -1,5 +1,5 @@
 """One router module per resource; :func:`app.main.create_app` includes them all."""
 
-from app.routers import console, events, gc, health, load, pause, status, workers
+from app.routers import console, events, gc, health, load, pause, status, whoami, workers
 
-__all__ = ["console", "events", "gc", "health", "load", "pause", "status", "workers"]
+__all__ = ["console", "events", "gc", "health", "load", "pause", "status", "whoami", "workers"]

@@ -213,7 +213,7 @@ const ui = {
 };
 
 const state = {
-  /** "operator" | "viewer" | "unknown": a 403 on an action means viewer. */
+  /** "operator" | "viewer" | "unknown": from /api/whoami (or a 403 on an action). */
   role: "unknown",
   status: null,
   load: null,
@@ -702,6 +702,15 @@ function connect() {
   ui.signOut.hidden = false;
   setRole("unknown");
   feed.start();
+  learnRole();
+}
+
+/** Ask the app what this token may do, so a viewer never sees actions it cannot take. */
+async function learnRole() {
+  const answer = await api("GET", "/api/whoami");
+  if (answer.ok && (answer.body?.role === "viewer" || answer.body?.role === "operator")) {
+    setRole(answer.body.role);
+  }
 }
 
 function forget() {

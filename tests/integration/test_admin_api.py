@@ -128,6 +128,15 @@ class TestAuth:
         reply = httpx.request(method, stack.admin_url + path, json=body, trust_env=False)
         assert reply.status_code == 401 and error_code(reply) == "unauthorized"
 
+    def test_whoami_names_the_token_and_its_role(
+        self, stack: AdminStack, viewer: httpx.Client
+    ) -> None:
+        """/api/whoami tells a client its token's name and role, so it can offer only
+        the actions that role allows."""
+        assert viewer.get("/api/whoami").json() == {"name": "viewer", "role": "viewer"}
+        with stack.client(stack.operator_token) as operator:
+            assert operator.get("/api/whoami").json()["role"] == "operator"
+
     def test_basic_auth_is_not_a_bearer_token(self, stack: AdminStack) -> None:
         """Another scheme carrying a valid token is still 401."""
         headers = {"Authorization": f"Basic {stack.operator_token}"}
