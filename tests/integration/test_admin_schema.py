@@ -64,6 +64,7 @@ GENERATED = (
     ("GET", "/api/workers/{worker_id}"),
     ("GET", "/api/status"),
     ("GET", "/api/load"),
+    ("GET", "/api/whoami"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     *MUTATIONS,
