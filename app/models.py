@@ -50,9 +50,11 @@ ErrorCode = Literal[
     "timeout",
 ]
 
-#: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``).
+#: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``). Strict:
+#: a JSON number only (``true`` or ``"1"`` would otherwise pass as 1 s); integers are fine.
 Timeout = Annotated[
-    float, Field(gt=0, le=600, description="seconds to wait for every acknowledgement")
+    float,
+    Field(gt=0, le=600, strict=True, description="seconds to wait for every acknowledgement"),
 ]
 
 

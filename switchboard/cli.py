@@ -344,7 +344,9 @@ ADMIN_COMMANDS = frozenset({"status", "workers", "pause", "continue", "drain", "
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``switchboard`` console script."""
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(with_up_flags=not words or words[0] not in _LIGHT_COMMANDS)
+    parser = build_parser(
+        with_up_flags=not words or words[0] not in _LIGHT_COMMANDS | ADMIN_COMMANDS
+    )
     args = parser.parse_args(words)
     try:
         if args.command == "router":

@@ -245,12 +245,6 @@ class TestExplicit:
         assert response.status_code == 403
         assert response.json()["error"]["code"] == "forbidden"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="backend defect: timeout_s is validated in pydantic's lax mode, so JSON true "
-        "(and the string '1') is accepted as 1 s although the schema says number "
-        "(app/models.py _TIMEOUT needs strict=True)",
-    )
     @pytest.mark.parametrize("path", sorted(BARRIERS))
     @pytest.mark.parametrize("timeout", [True, "1"], ids=["true", "string"])
     def test_barrier_timeout_must_be_a_number(

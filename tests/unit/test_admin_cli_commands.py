@@ -468,11 +468,6 @@ class TestProcess:
         assert done.stdout.splitlines()[0] == "running      3 of 256"
         assert done.stdout.splitlines()[-1] == "heavy: []"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="switchboard/cli.py: ADMIN_COMMANDS are not in _LIGHT_COMMANDS, so main() "
-        "builds up's flags and imports pydantic for every operator command",
-    )
     def test_cli_main_stays_light(self, api: CannedApi) -> None:
         """python -m switchboard.cli status imports neither fastapi nor pydantic."""
         api.answer("GET", "/api/load", 200, {"load": None})
