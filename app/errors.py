@@ -75,7 +75,12 @@ def from_control_error(error: ControlError) -> ApiException:
 
 
 #: HTTP statuses Starlette raises itself, and their codes.
-_HTTP_CODES: dict[int, ErrorCode] = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+_HTTP_CODES: dict[int, ErrorCode] = {
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+}
 
 #: What each error status means, for the OpenAPI schema.
 ERROR_RESPONSES: dict[int, str] = {

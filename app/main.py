@@ -90,6 +90,8 @@ def create_app(settings: AdminSettings) -> FastAPI:
         summary="Operate a Switchboard stack: workers, pause/continue, drain, load, events",
         description=_DESCRIPTION,
         lifespan=lifespan,
+        # /api/workers/x/ is not a path of this API: 404, not an undocumented redirect.
+        redirect_slashes=False,
     )
     install_error_handlers(app)
     for module in (

@@ -46,6 +46,7 @@ ErrorCode = Literal[
     "not_found",
     "conflict",
     "bad_request",
+    "method_not_allowed",
     "router_unavailable",
     "timeout",
 ]

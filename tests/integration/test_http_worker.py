@@ -510,7 +510,9 @@ class TestDrain:
                     )
                     for i, p in enumerate(prompts)
                 ]
-                await asyncio.to_thread(wait_until, w0_busy, 30.0, "w0 has streams in flight")
+                await asyncio.to_thread(
+                    wait_until, all_admitted, 30.0, "every stream in flight, some on w0"
+                )
                 drained = await asyncio.to_thread(stack.ctl, "drain", worker_id="w0")
                 assert drained["state"] == "draining", drained
                 short = {"sampling_params": {"max_new_tokens": 4}}
@@ -524,8 +526,12 @@ class TestDrain:
                 )
                 return await asyncio.gather(*streams), probes
 
-        def w0_busy() -> bool:
-            return stack.worker_views()["w0"]["inflight"] > 0
+        def all_admitted() -> bool:
+            # Every stream must be admitted before the drain: one that reaches w0 after
+            # it is rightly refused, which is not what this test checks.
+            views = stack.worker_views()
+            inflight = sum(view["inflight"] for view in views.values())
+            return views["w0"]["inflight"] > 0 and inflight == len(prompts)
 
         try:
             streams, probes = asyncio.run(scenario())
