@@ -1,0 +1,116 @@
+"""Serving a FastAPI app with uvicorn on a socket we bound, and stopping it cleanly.
+
+Shared by the HTTP workers and the admin app. :func:`listen_socket` binds (optionally
+with ``SO_REUSEPORT``, so sibling workers share a port); :func:`serve` runs uvicorn on
+it until SIGTERM or SIGINT, calls ``on_stop`` in the event loop's thread as soon as the
+signal arrives (a worker stops admitting, the admin app ends its event streams), lets
+requests in flight finish for up to ``graceful_timeout_s``, and returns normally, so
+the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import math
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+__all__ = ["STOP_SIGNALS", "listen_socket", "serve"]
+
+#: Signals that ask a server to stop.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def listen_socket(
+    host: str, port: int, *, reuse_port: bool = False, backlog: int = 128
+) -> socket.socket:
+    """A listening TCP socket on ``host:port``; ``OSError`` if it cannot be bound.
+
+    With ``reuse_port`` other processes may bind the same port (the kernel spreads new
+    connections over them); without it, a port someone holds is refused.
+    """
+    bare = host.strip("[]")
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(bare).version == 6 else socket.AF_INET
+    except ValueError:  # a host name
+        family = socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((bare, port))
+        sock.listen(backlog)
+        sock.set_inheritable(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class _GracefulServer(uvicorn.Server):
+    """uvicorn's server that calls ``on_stop`` when asked to stop and then exits 0."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_stop = on_stop
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Stop gracefully on SIGTERM/SIGINT, then return normally.
+
+        uvicorn's own version raises the caught signal again after the graceful stop, so
+        the process would die by SIGTERM; a server asked to stop has stopped cleanly.
+        """
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._loop is not None:
+            # Runs in a signal handler: hand the work to the loop's thread.
+            self._loop.call_soon_threadsafe(self._on_stop)
+        super().handle_exit(sig, frame)
+
+
+def serve(
+    app: FastAPI,
+    sock: socket.socket,
+    *,
+    log_level: str,
+    graceful_timeout_s: float,
+    on_stop: Callable[[], None],
+    keep_alive_s: int = 5,
+) -> None:
+    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully."""
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=log_level.lower(),
+        # uvicorn takes whole seconds; rounding down could cut in-flight requests off.
+        timeout_graceful_shutdown=math.ceil(graceful_timeout_s),
+        server_header=False,
+        # uvicorn's loggers propagate to the root logger the process configured, so its
+        # lines carry the process's role and pid like every other line of the stack.
+        log_config=None,
+        timeout_keep_alive=keep_alive_s,
+    )
+    _GracefulServer(config, on_stop).run(sockets=[sock])
