@@ -92,6 +92,10 @@ def create_app(settings: AdminSettings) -> FastAPI:
         lifespan=lifespan,
         # /api/workers/x/ is not a path of this API: 404, not an undocumented redirect.
         redirect_slashes=False,
+        # FastAPI's /docs page loads Swagger UI from a CDN, and script from elsewhere on
+        # the console's origin could read its token: the schema is at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
     for module in (

@@ -53,6 +53,9 @@ class EventPoller:
                 if self.router_answers is not False:
                     logger.warning("cannot read the router for events: %s", exc.message)
                 self.router_answers = False
+            except Exception:  # a reply it cannot read (version skew): keep polling
+                logger.exception("cannot make sense of the router's answer")
+                self.router_answers = False
             else:
                 if self.router_answers is False:
                     logger.info("the router answers again")

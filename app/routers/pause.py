@@ -61,6 +61,11 @@ async def _barrier(
     except ApiException as exc:
         audit(who.name, action, "all", "error", f"{exc.code}: {exc.message}")
         raise
+    except BaseException:
+        # Cancelled (the app is stopping mid-barrier): the router may still apply the
+        # operation, so the audit log must say it was asked for.
+        audit(who.name, action, "all", "error", "cancelled before the router answered")
+        raise
     finally:
         poller.wake()
     prefix = f"mode={mode} " if pause else ""

@@ -707,7 +707,7 @@ function connect() {
 
 /** Ask the app what this token may do, so a viewer never sees actions it cannot take. */
 async function learnRole() {
-  const answer = await api("GET", "/api/whoami");
+  const answer = await api("GET", "api/whoami");
   if (answer.ok && (answer.body?.role === "viewer" || answer.body?.role === "operator")) {
     setRole(answer.body.role);
   }

@@ -61,6 +61,14 @@ def _result_of(reply: ControlReply) -> Any:
     raise ControlError(code, body.message)
 
 
+def _configure(sock: zmq.Socket[Any]) -> None:
+    # ZMQ_IMMEDIATE: requests queue only on a live connection, so while the server is
+    # down nothing piles up (to be run stale when it returns, or to fill the queue until
+    # every send blocks); a send finds no peer and the caller's deadline decides.
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+
+
 class ControlClient:
     """Blocking client; one call at a time (not thread-safe, like a zmq socket).
 
@@ -86,7 +94,7 @@ class ControlClient:
     def _connected(self) -> zmq.Socket[bytes]:
         if self._socket is None:
             sock = self._context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
+            _configure(sock)
             sock.connect(self.endpoint)
             self._socket = sock
         return self._socket
@@ -101,8 +109,18 @@ class ControlClient:
         sock = self._connected()
         request_id = next(self._ids)
         limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
-        sock.send(encode(_request(request_id, command, args, limit)))
         deadline = time.monotonic() + limit
+        request = encode(_request(request_id, command, args, limit))
+        while True:
+            try:
+                sock.send(request, zmq.NOBLOCK)
+                break
+            except zmq.Again:
+                # No connection to the server (yet): wait for one, within the deadline.
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if remaining_ms <= 0 or not sock.poll(remaining_ms, zmq.POLLOUT):
+                    self.close()
+                    raise ControlTimeout(f"{command}: {self.endpoint} is not reachable") from None
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0 or not sock.poll(remaining_ms, zmq.POLLIN):
@@ -174,7 +192,7 @@ class AsyncControlClient:
         """Connect and start reading replies."""
         if self._socket is None:
             sock = self._context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
+            _configure(sock)
             sock.connect(self.endpoint)
             self._socket = sock
             self._reader = asyncio.create_task(self._read_replies())
@@ -191,13 +209,25 @@ class AsyncControlClient:
         self._waiting[request_id] = future
         limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
         try:
-            await self._socket.send(encode(_request(request_id, command, args, limit)))
-            reply = await asyncio.wait_for(future, limit)
+            async with asyncio.timeout(limit):
+                await self._send(encode(_request(request_id, command, args, limit)))
+                reply = await future
         except TimeoutError as exc:
             raise ControlTimeout(f"{command}: no reply from {self.endpoint}") from exc
         finally:
             self._waiting.pop(request_id, None)
         return _result_of(reply)
+
+    async def _send(self, request: bytes) -> None:
+        """Send without queueing for a server that is not connected: wait for it instead
+        (the caller's deadline bounds the wait)."""
+        assert self._socket is not None
+        while True:
+            try:
+                await self._socket.send(request, zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                await self._socket.poll(None, zmq.POLLOUT)  # type: ignore[call-arg]  # the stub lacks flags
 
     async def _read_replies(self) -> None:
         assert self._socket is not None

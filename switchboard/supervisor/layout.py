@@ -197,6 +197,11 @@ def stack_layout(
     return specs
 
 
+#: The operator CLI's variables: accepted by ``up``, never handed to a child (no child
+#: needs an operator's token in its environment).
+OPERATOR_ENV = frozenset({"SWITCHBOARD_ADMIN_URL", "SWITCHBOARD_ADMIN_TOKEN"})
+
+
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The children's environment: ours, minus the stack's own settings variables.
 
@@ -207,7 +212,8 @@ def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     env = {
         name: value
         for name, value in environ.items()
-        if not name.upper().startswith(ENV_PREFIX) or name.upper() in FOREIGN_ENV
+        if not name.upper().startswith(ENV_PREFIX)
+        or (name.upper() in FOREIGN_ENV and name.upper() not in OPERATOR_ENV)
     }
     env["PYTHONUNBUFFERED"] = "1"
     return env

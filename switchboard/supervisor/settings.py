@@ -197,7 +197,14 @@ class StackSettings(BaseSettings):
             raise ValueError(f"admin_port and port are both {self.port}")
         if self.restart_backoff_max_s < self.restart_backoff_initial_s:
             raise ValueError("restart_backoff_max_s is below restart_backoff_initial_s")
-        self.admin_tokens()  # a name or token given both roles
+        tokens = self.admin_tokens()  # raises for a name or token given both roles
+        if tokens.empty and not is_loopback_host(self.host):
+            # A generated token would travel in a URL to a page served to other machines
+            # over plain HTTP: beyond loopback, operators choose and configure tokens.
+            raise ValueError(
+                f"host {self.host} is beyond loopback, so the admin app needs configured "
+                "tokens: set admin_operator_tokens (SWITCHBOARD_ADMIN_OPERATOR_TOKENS)"
+            )
         return self
 
     def admin_tokens(self) -> TokenTable:

@@ -143,10 +143,15 @@ class TestAuth:
         reply = httpx.get(f"{stack.admin_url}/api/status", headers=headers, trust_env=False)
         assert reply.status_code == 401
 
-    @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/openapi.json", "/docs"])
+    @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/openapi.json"])
     def test_open_endpoints(self, stack: AdminStack, path: str) -> None:
         """Health, readiness and the API description need no token."""
         assert httpx.get(stack.admin_url + path, trust_env=False).status_code == 200
+
+    def test_no_docs_page_pulls_script_from_a_cdn(self, stack: AdminStack) -> None:
+        """There is no /docs page: Swagger UI from a CDN would run on the console's
+        origin, where it could read the console's token."""
+        assert httpx.get(stack.admin_url + "/docs", trust_env=False).status_code == 404
 
     def test_unknown_path_is_a_json_404(self, ops: httpx.Client) -> None:
         """Even a path that does not exist answers the JSON error shape."""

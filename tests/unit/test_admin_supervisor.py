@@ -9,7 +9,7 @@ import pytest
 
 from app.tokens import NamedToken
 from switchboard.supervisor.admin import AdminAccess, admin_access
-from switchboard.supervisor.layout import START_GROUPS, admin_url, stack_layout
+from switchboard.supervisor.layout import START_GROUPS, admin_url, child_environment, stack_layout
 from switchboard.supervisor.rundir import RunDirectory
 from switchboard.supervisor.settings import (
     FOREIGN_ENV,
@@ -96,6 +96,23 @@ class TestAdminTokens:
         """SWITCHBOARD_ADMIN_URL and _TOKEN belong to the operator commands, not to up."""
         assert {"SWITCHBOARD_ADMIN_URL", "SWITCHBOARD_ADMIN_TOKEN"} <= FOREIGN_ENV
 
+    def test_operator_token_never_reaches_a_child(self) -> None:
+        """up accepts the operator CLI's variables but hands them to no child."""
+        env = child_environment(
+            {"SWITCHBOARD_ADMIN_TOKEN": "s3cret", "SWITCHBOARD_ADMIN_URL": "http://x", "A": "1"}
+        )
+        assert "SWITCHBOARD_ADMIN_TOKEN" not in env and "SWITCHBOARD_ADMIN_URL" not in env
+        assert env["A"] == "1"
+
+    def test_beyond_loopback_needs_configured_tokens(self) -> None:
+        """A remote host with no tokens is refused rather than given a generated one."""
+        with pytest.raises(SettingsError, match="needs configured tokens"):
+            load_settings({"host": "0.0.0.0", "allow_remote": True})
+        settings = load_settings(
+            {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "ops:t0ken"}
+        )
+        assert settings.host == "0.0.0.0"
+
 
 class TestAdminChild:
     """The admin app as a child of the stack."""
@@ -123,7 +140,9 @@ class TestAdminChild:
 
     def test_wildcard_host_shows_loopback(self) -> None:
         """A wildcard host's console URL is its loopback address."""
-        settings = load_settings({"host": "0.0.0.0", "allow_remote": True})
+        settings = load_settings(
+            {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "ops:t0ken"}
+        )
         assert admin_url(settings) == "http://127.0.0.1:8001"
 
 

@@ -67,10 +67,12 @@ class TestPrecedence:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """allow_remote reads as a boolean from the file and from the environment."""
-        config = write_toml(tmp_path / "s.toml", 'allow_remote = true\nhost = "0.0.0.0"\n')
+        tokens = 'admin_operator_tokens = "ops:t0ken"\n'
+        config = write_toml(tmp_path / "s.toml", 'allow_remote = true\nhost = "0.0.0.0"\n' + tokens)
         assert load_settings({}, config_file=config).allow_remote is True
         monkeypatch.setenv("SWITCHBOARD_ALLOW_REMOTE", "1")
-        assert load_settings({"host": "0.0.0.0"}).allow_remote is True
+        remote = {"host": "0.0.0.0", "admin_operator_tokens": "ops:t0ken"}
+        assert load_settings(remote).allow_remote is True
 
     def test_foreign_switchboard_variables_are_accepted(
         self, monkeypatch: pytest.MonkeyPatch
@@ -131,7 +133,8 @@ class TestErrors:
     def test_remote_host_needs_opt_in(self) -> None:
         """A host beyond loopback is refused unless allow_remote is set."""
         assert "--allow-remote" in self.refusal({"host": "0.0.0.0"})
-        assert load_settings({"host": "0.0.0.0", "allow_remote": True}).host == "0.0.0.0"
+        remote = {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "o:t0k"}
+        assert load_settings(remote).host == "0.0.0.0"
 
     def test_admin_port_must_differ(self) -> None:
         """The admin port cannot be the workers' port."""
