@@ -7,14 +7,13 @@ flag, the token lists above all (``SWITCHBOARD_ADMIN_OPERATOR_TOKENS``,
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.tokens import TokenTable, parse_tokens
-from router_core.endpoints import EndpointError, check_endpoint
+from router_core.endpoints import EndpointError, check_endpoint, is_loopback_host
 
 __all__ = ["ENV_PREFIX", "STATIC_DIR", "AdminSettings", "is_loopback_host"]
 
@@ -22,16 +21,6 @@ __all__ = ["ENV_PREFIX", "STATIC_DIR", "AdminSettings", "is_loopback_host"]
 ENV_PREFIX = "SWITCHBOARD_ADMIN_"
 #: The operator console's files (``index.html`` and its assets).
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class AdminSettings(BaseSettings):

@@ -19,6 +19,7 @@ __all__ = [
     "OutputsVia",
     "RouterEndpoints",
     "check_endpoint",
+    "is_loopback_host",
     "worker_address",
 ]
 
@@ -38,14 +39,18 @@ def check_endpoint(endpoint: str, *, allow_remote: bool = False) -> str:
         raise EndpointError(f"{endpoint!r}: expected one of {', '.join(_SCHEMES)}")
     if endpoint.startswith("tcp://") and not allow_remote:
         host = endpoint.removeprefix("tcp://").rpartition(":")[0].strip("[]")
-        if host != "localhost" and not _is_loopback(host):
+        if not is_loopback_host(host):
             raise EndpointError(f"{endpoint!r}: binds beyond loopback (pass allow_remote)")
     return endpoint
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``,
+    with or without IPv6 brackets)."""
+    if host == "localhost":
+        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 

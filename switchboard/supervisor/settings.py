@@ -11,7 +11,6 @@ anything wrong (an unknown key or variable, a bad value, an unreadable file) as 
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import logging
 import os
 import tomllib
@@ -36,6 +35,7 @@ from pydantic_settings import (
 )
 
 from app.tokens import TokenTable, parse_tokens
+from router_core.endpoints import is_loopback_host
 
 __all__ = [
     "ENV_PREFIX",
@@ -77,16 +77,6 @@ _TOML_FILE: ContextVar[Path | None] = ContextVar("switchboard_toml_file", defaul
 
 class SettingsError(Exception):
     """A setting Switchboard refuses; the message is one line for the operator."""
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class StackSettings(BaseSettings):
