@@ -98,8 +98,10 @@ def format_tokens(tokens: tuple[NamedToken, ...]) -> str:
 
 
 def generate_token() -> str:
-    """A fresh random token (256 bits, URL-safe)."""
-    return secrets.token_urlsafe(32)
+    """A fresh random token (256 bits, as 64 hex digits)."""
+    # Hex, not url-safe base64: a token starting with "-" would read as an option when
+    # typed after --token on a command line.
+    return secrets.token_hex(32)
 
 
 @dataclass(frozen=True)

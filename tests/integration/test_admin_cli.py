@@ -78,7 +78,9 @@ def cli(
     ``stack=None`` passes neither flag."""
     connection: list[str] = []
     if stack is not None:
-        connection = ["--url", stack.admin_url, "--token", token or stack.operator_token]
+        # --token=VALUE: a token may start with "-" (any url-safe one can), which argparse
+        # would otherwise take for an option.
+        connection = ["--url", stack.admin_url, f"--token={token or stack.operator_token}"]
     return subprocess.run(
         [sys.executable, "-m", "switchboard.cli", *words, *connection],
         capture_output=True,
@@ -280,7 +282,7 @@ class TestRefusals:
     def test_unreachable(self, stack: AdminStack) -> None:
         """Nothing listening at --url: exit 3 naming the URL."""
         url = f"http://127.0.0.1:{free_port()}"
-        done = cli(None, "status", "--url", url, "--token", stack.operator_token)
+        done = cli(None, "status", "--url", url, f"--token={stack.operator_token}")
         assert done.returncode == EXIT_UNAVAILABLE
         line = one_line(done, "status")
         assert line.startswith(f"switchboard status: cannot reach the admin app at {url}")

@@ -77,7 +77,8 @@ class TestParseTokens:
     def test_generated_tokens_are_long_and_fresh(self) -> None:
         """Generated tokens carry 256 bits, parse as tokens, and never repeat."""
         tokens = {generate_token() for _ in range(50)}
-        assert len(tokens) == 50 and all(len(token) >= 43 for token in tokens)
+        assert len(tokens) == 50 and all(len(token) == 64 for token in tokens)
+        assert not any(token.startswith("-") for token in tokens), "reads as an option"
         assert all(parse_tokens(f"console:{token}") for token in tokens)
 
 

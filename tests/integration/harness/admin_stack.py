@@ -228,7 +228,7 @@ def admin_stack(
     while admin_port == port:
         admin_port = free_port()
     operator_token, viewer_token = (
-        (secrets.token_urlsafe(24), secrets.token_urlsafe(24)) if configure_tokens else ("", "")
+        (secrets.token_hex(24), secrets.token_hex(24)) if configure_tokens else ("", "")
     )
     argv = [
         sys.executable,
