@@ -10,7 +10,6 @@ processes' (router + detokenizer router) share of the stack's CPU, against a 10%
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -32,7 +31,7 @@ from switchboard.bench.e2e_stats import (
     summarize_window,
 )
 from switchboard.bench.procs import BenchError
-from switchboard.bench.report import machine_facts
+from switchboard.bench.report import machine_facts, publish
 
 __all__ = ["FULL", "PROMPT", "QUICK", "E2EPlan", "run_e2e_bench", "run_suite"]
 
@@ -277,8 +276,5 @@ def run_e2e_bench(*, quick: bool, json_path: str | None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(render(doc))
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        print(f"\nwrote {json_path}")
+    publish(render(doc), doc, json_path)
     return 0 if doc["errors"] == 0 else 1

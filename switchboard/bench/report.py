@@ -8,12 +8,14 @@ are context only (these machines are noisy, see ``BASELINES.md``).
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import platform
 import statistics
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -27,6 +29,7 @@ __all__ = [
     "TARGETS",
     "Target",
     "machine_facts",
+    "publish",
     "render",
     "summarize",
 ]
@@ -320,3 +323,11 @@ def _noise_lines(doc: dict[str, Any]) -> list[str]:
             + ", ".join(f"{reason}={count}" for reason, count in sorted(losses.items()))
         )
     return lines
+
+
+def publish(table: str, doc: dict[str, Any], json_path: str | None) -> None:
+    """Print a benchmark's table and, given a path, write its JSON document there."""
+    print(table)
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        print(f"\nwrote {json_path}")

@@ -8,7 +8,6 @@ Backward: the seed's pickle design vs Switchboard's frames (:mod:`.backward`).
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import tempfile
@@ -22,7 +21,14 @@ from typing import Any, Final, TypeVar
 from switchboard.bench.backward import IMPLS, SplitRun, measure_split
 from switchboard.bench.forward import PATHS, HopRun, measure_forward
 from switchboard.bench.procs import BenchError, trial_dir
-from switchboard.bench.report import machine_facts, render, size_label, split_label, summarize
+from switchboard.bench.report import (
+    machine_facts,
+    publish,
+    render,
+    size_label,
+    split_label,
+    summarize,
+)
 
 __all__ = ["FULL", "QUICK", "BenchPlan", "run_router_bench", "run_suite"]
 
@@ -164,8 +170,5 @@ def run_router_bench(quick: bool, json_path: str | None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(render(doc))
-    if json_path is not None:
-        Path(json_path).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        print(f"\nwrote {json_path}")
+    publish(render(doc), doc, json_path)
     return 0
