@@ -31,10 +31,12 @@ from typing import Final
 import msgspec
 import zmq
 
+from router_core import tracing
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
 from router_core.endpoints import EngineEndpoints, check_endpoint
-from router_core.engine_link.inputs import EngineInput, read_input
+from router_core.engine_link.inputs import EngineInput, Request, read_input
+from router_core.engine_link.traces import RequestSpans
 from router_core.inbound import BUDGET, drain, regroup
 from router_core.transport import DEFAULT_HWM, MAX_FRAMES, FrameLike, bind, close_bound
 from router_core.wire import (
@@ -92,6 +94,7 @@ class EngineLink:
         self._budget = budget
         self._allow_remote = allow_remote
         self._open: _OpenLink | None = None
+        self._spans = RequestSpans()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -148,6 +151,7 @@ class EngineLink:
         link, self._open = self._open, None
         if link is None:
             return
+        self._spans.close()
         try:
             link.destinations.close_all(drain_timeout_s)
         finally:
@@ -216,6 +220,8 @@ class EngineLink:
             self.counters.add("rejected", exc.reason)
             return
         self.counters.add("received", header.kind.name.lower())
+        if tracing.enabled() and isinstance(item, Request):
+            item = self._spans.on_request(item)
         into.append(item)
 
     # ------------------------------------------------------------------ outbound
@@ -229,8 +235,26 @@ class EngineLink:
         ``reply_to``); a batch of more than :data:`MAX_BATCH_ROWS` rows goes as several
         messages. Raises ``WireError`` for a batch that is not well-formed (no owners,
         columns of the wrong length): that is a bug in the caller, not a peer's fault.
+
+        With tracing on, rows of traced requests carry their ``engine request`` span's
+        context in the header's ``row_traces``, the send is an ``engine emit_batch`` span,
+        and the request spans of finishing rows end (see :mod:`.traces`).
         """
-        frames = frame_batch(batch, traceparent=traceparent, tracestate=tracestate)
+        if not self._spans:  # always so while tracing is off
+            return self._send_rows(batch, traceparent, tracestate, ())
+        row_traces = self._spans.row_traces(batch)
+        try:
+            with tracing.batch_span("engine emit_batch", row_traces, kind="producer"):
+                return self._send_rows(batch, traceparent, tracestate, row_traces)
+        finally:
+            self._spans.finish(batch)
+
+    def _send_rows(
+        self, batch: BatchOutput, traceparent: str, tracestate: str, row_traces: Sequence[str]
+    ) -> bool:
+        frames = frame_batch(
+            batch, traceparent=traceparent, tracestate=tracestate, row_traces=row_traces
+        )
         rows = len(frames) - 1
         outputs, label = self._link().outputs, _BATCH_LABELS[type(batch)]
         if rows <= MAX_BATCH_ROWS:
