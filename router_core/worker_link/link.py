@@ -19,6 +19,11 @@ Serving a request::
 
 One event loop uses a link; it is not thread-safe. Inbound messages that break the
 protocol are counted in ``link.counters`` under ``rejected`` and skipped, never raised.
+
+Observability without HTTP or metric libraries here: ``on_outputs`` is called once per
+inbound output message with its hop latency (seconds from the sender's ``sent_ns``) and
+row count, and with tracing on, a message whose header carries ``row_traces`` is handled
+inside one ``worker receive_outputs`` span (:func:`router_core.tracing.batch_span`).
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Final
 
 import msgspec
 import zmq
 
+from router_core import tracing
 from router_core.counters import Counters
 from router_core.inbound import BUDGET
 from router_core.transport import (
@@ -46,7 +52,7 @@ from router_core.transport import (
     recv_message,
     send_frames,
 )
-from router_core.wire import BATCH_KINDS, Kind, WireError, decode_header, decode_payload
+from router_core.wire import BATCH_KINDS, Header, Kind, WireError, decode_header, decode_payload
 from router_core.wire.codec import Frames, frame_message
 from router_core.wire.control import (
     DrainCommand,
@@ -59,7 +65,7 @@ from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.settings import WorkerLinkSettings
 from router_core.worker_link.streams import OutputRow, ResponseStream
 
-__all__ = ["AdmissionRefused", "RouterUnavailable", "WorkerLink"]
+__all__ = ["RECEIVE_SPAN", "AdmissionRefused", "OutputsObserver", "RouterUnavailable", "WorkerLink"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +74,12 @@ _CONTROL_KINDS: Final = frozenset(
     {Kind.REGISTER_REPLY, Kind.PAUSE_BROADCAST, Kind.DRAIN, Kind.LOAD, Kind.FREEZE_GC}
 )
 
+
+#: Called per inbound output message with (hop latency in seconds, rows); see the module.
+OutputsObserver = Callable[[float, int], None]
+
+#: The span a worker makes around an inbound output message with traced rows.
+RECEIVE_SPAN: Final = "worker receive_outputs"
 
 #: The first registration retry; later ones back off to ``settings.register_retry_s``.
 FIRST_REGISTER_RETRY_S: Final = 0.05
@@ -87,12 +99,23 @@ class RouterUnavailable(Exception):
 
 
 class WorkerLink:
-    """A worker's three sockets and its session; opened by :meth:`open` or ``async with``."""
+    """A worker's three sockets and its session; opened by :meth:`open` or ``async with``.
 
-    def __init__(self, settings: WorkerLinkSettings, identity: WorkerIdentity) -> None:
+    ``on_outputs`` observes every inbound output message (see the module docstring); it
+    runs on the loop, after the message's rows are delivered, and must not block.
+    """
+
+    def __init__(
+        self,
+        settings: WorkerLinkSettings,
+        identity: WorkerIdentity,
+        *,
+        on_outputs: OutputsObserver | None = None,
+    ) -> None:
         if identity.address != settings.address:
             raise ValueError("identity.address must be the settings' address")
         self.settings = settings
+        self._on_outputs = on_outputs
         self.session = WorkerSession(identity)
         self.counters = Counters()
         self._streams: dict[str, ResponseStream] = {}
@@ -376,8 +399,7 @@ class WorkerLink:
             if len(frames) != len(header.rids) + 1:
                 self.counters.add("rejected", "frame_count")
                 return
-            for rid, frame in zip(header.rids, frames[1:], strict=True):
-                self._on_row(header.kind, rid, frame)
+            self._on_outputs_message(header, frames)
             return
         if header.kind not in _CONTROL_KINDS or len(frames) != 2:
             self.counters.add("rejected", "unexpected_kind" if len(frames) == 2 else "frame_count")
@@ -414,6 +436,23 @@ class WorkerLink:
             self._send_control(frames)
         self._admission.set()
         self._report_state_change()
+
+    def _on_outputs_message(self, header: Header, frames: list[FrameLike]) -> None:
+        received_ns = time.time_ns()
+        if header.row_traces and tracing.enabled():
+            with tracing.batch_span(RECEIVE_SPAN, header.row_traces):
+                for rid, frame in zip(header.rids, frames[1:], strict=True):
+                    self._on_row(header.kind, rid, frame)
+        else:
+            for rid, frame in zip(header.rids, frames[1:], strict=True):
+                self._on_row(header.kind, rid, frame)
+        if self._on_outputs is not None and header.sent_ns:
+            latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9)
+            try:
+                self._on_outputs(latency_s, len(header.rids))
+            except Exception:  # an observer's bug must not cost the rows that follow
+                logger.exception("worker link: the outputs observer failed")
+                self.counters.add("observer_errors", "on_outputs")
 
     def _on_row(self, kind: Kind, rid: str, frame: FrameLike) -> None:
         stream = self._streams.get(rid)
