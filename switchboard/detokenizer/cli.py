@@ -83,6 +83,7 @@ def build(args: argparse.Namespace) -> Detokenizer:
         tokenizer = load_tokenizer(args.tokenizer)
         settings = DetokenizerSettings(
             endpoint=endpoint,
+            index=args.index,
             outputs_to=args.outputs_via,
             router_outputs=router_outputs,
             tokenizer=tokenizer,

@@ -8,6 +8,12 @@ default straight to the owning workers' return addresses, one ``STR_BATCH`` per 
 (``outputs_to="workers"``), or all of them in one message to the tokenizer router's
 ``outputs`` (``outputs_to="router"``), which splits them per worker. Sends never block:
 each destination has a bounded backlog and drops are counted.
+
+Observability: :meth:`Detokenizer.run` sets up tracing (``switchboard-detokenizer``,
+instance ``detokenizer-<index>``) and shuts it down on the way out. A token batch whose
+header carries ``row_traces`` is handled in one ``detokenizer detokenize_batch`` span, and
+each text row keeps its token row's trace context. In direct fan-out mode every message
+delivered to a worker is counted by :class:`~switchboard.detokenizer.metrics.BackwardTraffic`.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Literal
 
 import zmq
 
+from router_core import tracing
 from router_core.counters import Counters
 from router_core.destinations import DestinationSet
 from router_core.inbound import BoundSockets, drain, regroup
@@ -36,6 +43,7 @@ from router_core.wire.split import (
     combine_rows,
     group_by_destination,
 )
+from switchboard.detokenizer.metrics import BackwardTraffic
 from switchboard.detokenizer.rows import RowDetokenizer
 from switchboard.text import Tokenizer, load_tokenizer
 
@@ -46,6 +54,12 @@ logger = logging.getLogger(__name__)
 #: Where text batches go: straight to each owning worker, or through the tokenizer router.
 OutputsTo = Literal["workers", "router"]
 
+#: The span around one token batch's handling.
+DETOKENIZE_SPAN = "detokenizer detokenize_batch"
+
+#: A text row and its trace context (``""`` when untraced).
+_TracedRow = tuple[BatchStrOutput, str]
+
 
 @dataclass(frozen=True, kw_only=True)
 class DetokenizerSettings:
@@ -53,6 +67,8 @@ class DetokenizerSettings:
 
     #: The PULL this detokenizer binds (the detokenizer router's ``detokenizers[j]``).
     endpoint: str
+    #: This detokenizer's index j (names it in traces: ``detokenizer-<j>``).
+    index: int = 0
     outputs_to: OutputsTo = "workers"
     #: The tokenizer router's ``outputs``; required when ``outputs_to == "router"``.
     router_outputs: str | None = None
@@ -74,6 +90,8 @@ class DetokenizerSettings:
             raise ValueError("outputs through the router need the router's outputs endpoint")
         if self.hwm <= 0 or self.backlog_limit <= 0:
             raise ValueError("hwm and backlog_limit must be positive (bounded queues)")
+        if self.index < 0:
+            raise ValueError("index must be >= 0")
         if self.holdback_chars < 0 or self.state_ttl_s <= 0 or self.max_states <= 0:
             raise ValueError("holdback_chars >= 0, state_ttl_s > 0, max_states > 0 required")
 
@@ -92,6 +110,7 @@ class Detokenizer:
         self._loop = PollLoop()
         self._rows: RowDetokenizer | None = None
         self._destinations: DestinationSet | None = None
+        self._traffic = BackwardTraffic()
         self._next_evict = 0.0
 
     @property
@@ -104,8 +123,18 @@ class Detokenizer:
         self._loop.request_stop()
 
     def run(self) -> None:
-        """Load the tokenizer, bind, serve until stopped, then drain and close."""
+        """Set up tracing, load the tokenizer, bind, serve until stopped, drain and close."""
         settings = self.settings
+        tracing.setup("detokenizer", f"detokenizer-{settings.index}")
+        try:
+            self._serve()
+        finally:
+            tracing.shutdown()
+
+    def _serve(self) -> None:
+        settings = self.settings
+        if settings.outputs_to == "workers":
+            self._traffic = BackwardTraffic.from_environment()
         tokenizer = settings.tokenizer or load_tokenizer()
         self._rows = RowDetokenizer(
             tokenizer,
@@ -163,13 +192,22 @@ class Detokenizer:
             self.counters.add("rejected", "unexpected_kind")
 
     def _on_tokens(self, header: Header, frames: list[FrameLike]) -> None:
+        if header.row_traces and tracing.enabled():
+            with tracing.batch_span(DETOKENIZE_SPAN, header.row_traces):
+                self._detokenize(header, frames)
+        else:
+            self._detokenize(header, frames)
+
+    def _detokenize(self, header: Header, frames: list[FrameLike]) -> None:
         assert self._rows is not None
         now = time.monotonic()
-        by_owner: dict[str, list[BatchStrOutput]] = {}
+        traces = header.row_traces or [""] * len(header.rids)
+        by_owner: dict[str, list[_TracedRow]] = {}
         for index, (rid, owner) in enumerate(zip(header.rids, header.reply_to, strict=True)):
             row = self._decode_row(rid, frames[index + 1])
             if row is not None:
-                by_owner.setdefault(owner, []).append(self._rows.row(row, owner, now))
+                text = self._rows.row(row, owner, now)
+                by_owner.setdefault(owner, []).append((text, traces[index]))
         if self.settings.outputs_to == "router":
             assert self.settings.router_outputs is not None
             rows = [row for group in by_owner.values() for row in group]
@@ -200,8 +238,10 @@ class Detokenizer:
         else:
             groups = group_by_destination(header.reply_to)
         for destination, rows in groups.items():
-            if self._destinations.send(destination, regroup(header, frames, rows)):
+            message = regroup(header, frames, rows)
+            if self._destinations.send(destination, message):
                 self.counters.add("sent_rows", "embedding", len(rows))
+                self._traffic.record(destination, message)
 
     def _decode_row(self, rid: str, frame: FrameLike) -> BatchTokenIDOutput | None:
         data = frame.buffer if isinstance(frame, zmq.Frame) else frame
@@ -216,17 +256,23 @@ class Detokenizer:
             return None
         return row
 
-    def _send(self, destination: str, rows: Sequence[BatchStrOutput], header: Header) -> None:
+    def _send(self, destination: str, rows: Sequence[_TracedRow], header: Header) -> None:
+        """Send ``rows`` to ``destination`` as one batch (one per row if their columns
+        differ), each row with its trace context."""
         if not rows:
             return
         try:
-            batches = [combine_rows(BatchStrOutput, rows)]
+            batches = [(combine_rows(BatchStrOutput, [row for row, _ in rows]), rows)]
         except BatchShapeError:  # rows with different columns: one message each
-            batches = list(rows)
+            batches = [(row, [(row, trace)]) for row, trace in rows]
         assert self._destinations is not None
-        for batch in batches:
+        for batch, members in batches:
             frames = frame_batch(
-                batch, traceparent=header.traceparent, tracestate=header.tracestate
+                batch,
+                traceparent=header.traceparent,
+                tracestate=header.tracestate,
+                row_traces=[trace for _, trace in members],
             )
             if self._destinations.send(destination, frames):
                 self.counters.add("sent_rows", self.settings.outputs_to, len(batch.rids))
+                self._traffic.record(destination, frames)

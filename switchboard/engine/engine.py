@@ -9,6 +9,10 @@ acknowledged; freeze-GC freezes this process's collector and is forwarded. Load 
 published at start and every ``load_interval_s``. :meth:`BuiltinEngine.request_stop`
 (signal-safe) ends :meth:`BuiltinEngine.run`, which closes the link.
 
+Tracing: :meth:`BuiltinEngine.run` sets it up (``switchboard-engine``) and shuts it down
+on the way out; the spans themselves (``engine request``, ``engine emit_batch``) come
+from the engine link.
+
 Rows follow SGLang's incremental shape: ``output_ids`` holds the step's new ids,
 ``decode_ids`` the last (up to 5) prompt ids plus every output id, and ``read_offsets``
 where the output starts in ``decode_ids``; ``decoded_texts`` is empty.
@@ -21,6 +25,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from router_core import tracing
 from router_core.engine_link import Command, EngineInput, EngineLink, Request
 from router_core.wire.control import ContinueRequest, FreezeGC, PauseRequest
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
@@ -121,7 +126,14 @@ class BuiltinEngine:
         self._stopping = True
 
     def run(self) -> None:
-        """Open the link, serve until :meth:`request_stop`, then close the link."""
+        """Set up tracing, open the link, serve until :meth:`request_stop`, close the link."""
+        tracing.setup("engine", "engine")
+        try:
+            self._serve()
+        finally:
+            tracing.shutdown()  # after the link closed, so its open request spans are in
+
+    def _serve(self) -> None:
         with self.link:
             log.info("built-in engine up")
             while not self._stopping:
