@@ -6,13 +6,16 @@
  *   - It calls libzmq through function pointers handed over by bind_libzmq(), taken from
  *     the very libzmq that pyzmq loaded, so the socket handles are shared safely.
  *   - It forwards only a message it can prove well-formed: exactly two frames, the header
- *     in the canonical encoding of router_core.wire.Header (a 6-element array, one rid,
- *     one reply_to, ASCII strings) with a kind in the accepted set. That set of headers
+ *     in the canonical encoding of router_core.wire.Header (a 6-element array, or 7 with an
+ *     empty row_traces; one rid, one reply_to, ASCII strings) with a kind in the accepted
+ *     set and, when asked, no trace context (a traced request goes to Python for its span). That set of headers
  *     is a subset of what the Python decoder accepts, so the fast path never lets through
  *     a message the Python path would reject.
  *   - Every other message is handed back to Python, frame by frame, untouched, for the
  *     full decode and counting. A message the engine socket refuses (EAGAIN) is handed
  *     back too, so Python can queue it in the destination's bounded backlog.
+ *   - It sums what it forwarded per owning worker (messages, bytes) and the hop latency
+ *     (now - the header's sent_ns) into buckets, and returns the sums with each call.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -66,8 +69,10 @@ enum { STATUS_EMPTY = 0, STATUS_BUDGET = 1, STATUS_HANDOFF = 2, STATUS_BLOCKED =
 
 /* ------------------------------------------------------------------ header check */
 
-/* Read one msgpack string at *p; ASCII only (so UTF-8 validity is certain). */
-static int read_ascii_str(const unsigned char **p, const unsigned char *end) {
+/* Read one msgpack string at *p; ASCII only (so UTF-8 validity is certain). The string's
+ * bytes and length are stored in *out / *out_len when those are not NULL. */
+static int read_ascii_str(const unsigned char **p, const unsigned char *end, const unsigned char **out,
+                          size_t *out_len) {
     if (*p >= end) return 0;
     unsigned char tag = **p;
     size_t len;
@@ -89,41 +94,162 @@ static int read_ascii_str(const unsigned char **p, const unsigned char *end) {
     for (size_t i = 0; i < len; i++) {
         if ((*p)[i] & 0x80) return 0;
     }
+    if (out != NULL) *out = *p;
+    if (out_len != NULL) *out_len = len;
     *p += len;
     return 1;
 }
 
-/* Read one msgpack integer at *p (any width msgspec decodes into a Python int). */
-static int read_int(const unsigned char **p, const unsigned char *end) {
+/* Read one msgpack integer at *p (any width msgspec decodes into a Python int) into
+ * *value; a value outside int64 (a huge uint64) is stored as 0, "unknown". */
+static int read_int(const unsigned char **p, const unsigned char *end, long long *value) {
     if (*p >= end) return 0;
     unsigned char tag = **p;
     (*p)++;
+    if (tag <= 0x7f) {
+        *value = tag;
+        return 1;
+    }
+    if (tag >= 0xe0) {
+        *value = (signed char)tag;
+        return 1;
+    }
     size_t width;
-    if (tag <= 0x7f || tag >= 0xe0) return 1;
+    int is_signed;
     switch (tag) {
-        case 0xcc: case 0xd0: width = 1; break;
-        case 0xcd: case 0xd1: width = 2; break;
-        case 0xce: case 0xd2: width = 4; break;
-        case 0xcf: case 0xd3: width = 8; break;
+        case 0xcc: width = 1; is_signed = 0; break;
+        case 0xcd: width = 2; is_signed = 0; break;
+        case 0xce: width = 4; is_signed = 0; break;
+        case 0xcf: width = 8; is_signed = 0; break;
+        case 0xd0: width = 1; is_signed = 1; break;
+        case 0xd1: width = 2; is_signed = 1; break;
+        case 0xd2: width = 4; is_signed = 1; break;
+        case 0xd3: width = 8; is_signed = 1; break;
         default: return 0;
     }
     if ((size_t)(end - *p) < width) return 0;
+    unsigned long long raw = 0;
+    for (size_t i = 0; i < width; i++) raw = (raw << 8) | (*p)[i];
     *p += width;
+    if (is_signed && width < 8 && (raw >> (width * 8 - 1))) raw |= ~0ULL << (width * 8); /* sign-extend */
+    if (!is_signed && width == 8 && raw > (unsigned long long)INT64_MAX) raw = 0;
+    *value = (long long)raw;
     return 1;
 }
 
-/* The kind of a canonical single-request header, or -1 if not provably well-formed. */
-static int canonical_kind(const unsigned char *data, size_t size, const char *kinds, Py_ssize_t nkinds) {
+/* What the header check learns about a canonical request header. */
+typedef struct {
+    int kind;
+    const unsigned char *reply_to; /* the owning worker's return address (not terminated) */
+    size_t reply_to_len;
+    long long sent_ns;
+} sb_header_t;
+
+/* Check a canonical single-request header: a 6-element array, or the 7-element form whose
+ * row_traces is empty; one rid and one reply_to; ASCII strings; kind in kinds. With
+ * untraced_only, a header carrying a traceparent is not canonical (so Python makes its
+ * span). Returns the kind, or -1 if not provably well-formed. */
+static int canonical_header(const unsigned char *data, size_t size, const char *kinds, Py_ssize_t nkinds,
+                            int untraced_only, sb_header_t *out) {
     const unsigned char *p = data, *end = data + size;
-    if (size < 8 || p[0] != 0x96 || p[1] >= 0x80) return -1;
+    size_t trace_len = 0;
+    if (size < 8 || (p[0] != 0x96 && p[0] != 0x97) || p[1] >= 0x80) return -1;
+    int seven = p[0] == 0x97;
     int kind = p[1];
     if (memchr(kinds, kind, (size_t)nkinds) == NULL) return -1;
     p += 2;
-    if (*p++ != 0x91 || !read_ascii_str(&p, end)) return -1; /* rids: exactly one */
-    if (p >= end || *p++ != 0x91 || !read_ascii_str(&p, end)) return -1; /* reply_to */
-    if (!read_int(&p, end)) return -1;                                     /* sent_ns */
-    if (!read_ascii_str(&p, end) || !read_ascii_str(&p, end)) return -1;   /* trace */
+    if (*p++ != 0x91 || !read_ascii_str(&p, end, NULL, NULL)) return -1; /* rids: exactly one */
+    if (p >= end || *p++ != 0x91 || !read_ascii_str(&p, end, &out->reply_to, &out->reply_to_len))
+        return -1;                                                         /* reply_to */
+    if (!read_int(&p, end, &out->sent_ns)) return -1;                      /* sent_ns */
+    if (!read_ascii_str(&p, end, NULL, &trace_len)) return -1;             /* traceparent */
+    if (!read_ascii_str(&p, end, NULL, NULL)) return -1;                   /* tracestate */
+    if (seven && (p >= end || *p++ != 0x90)) return -1;                    /* row_traces: [] */
+    if (untraced_only && trace_len != 0) return -1;
+    out->kind = kind;
     return p == end ? kind : -1;
+}
+
+/* ------------------------------------------------------------------ per-call accounting */
+
+/* Traffic per owning worker and hop latency, summed over one forward() call and handed to
+ * Python at its end, so the per-message cost is a hash-free scan of a few entries. */
+#define SB_MAX_SOURCES 32
+#define SB_MAX_ADDRESS 255
+#define SB_MAX_BOUNDS 32
+
+typedef struct {
+    char address[SB_MAX_ADDRESS];
+    size_t address_len;
+    Py_ssize_t messages;
+    long long bytes;
+} sb_source_t;
+
+typedef struct {
+    sb_source_t sources[SB_MAX_SOURCES];
+    int nsources;
+    long long bounds_ns[SB_MAX_BOUNDS]; /* hop latency bucket upper bounds */
+    int nbounds;
+    Py_ssize_t latency_counts[SB_MAX_BOUNDS + 1];
+    double latency_sum_s;
+} sb_accounting_t;
+
+/* Count one message for its owner; 0 if the table is full (the caller ends the call). */
+static int account_source(sb_accounting_t *acc, const sb_header_t *h, size_t nbytes) {
+    size_t len = h->reply_to_len > SB_MAX_ADDRESS ? SB_MAX_ADDRESS : h->reply_to_len;
+    for (int i = 0; i < acc->nsources; i++) {
+        sb_source_t *s = &acc->sources[i];
+        if (s->address_len == len && memcmp(s->address, h->reply_to, len) == 0) {
+            s->messages++;
+            s->bytes += (long long)nbytes;
+            return 1;
+        }
+    }
+    if (acc->nsources == SB_MAX_SOURCES) return 0;
+    sb_source_t *s = &acc->sources[acc->nsources++];
+    memcpy(s->address, h->reply_to, len);
+    s->address_len = len;
+    s->messages = 1;
+    s->bytes = (long long)nbytes;
+    return 1;
+}
+
+static long long realtime_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+static void account_latency(sb_accounting_t *acc, long long sent_ns, long long now_ns) {
+    if (sent_ns <= 0) return; /* the sender did not stamp it */
+    long long elapsed = now_ns - sent_ns;
+    if (elapsed < 0) elapsed = 0;
+    int slot = 0;
+    while (slot < acc->nbounds && elapsed > acc->bounds_ns[slot]) slot++;
+    acc->latency_counts[slot]++;
+    acc->latency_sum_s += (double)elapsed / 1e9;
+}
+
+/* (((address bytes, messages, bytes), ...), [count per bucket incl. +Inf], latency sum s) */
+static PyObject *accounting_result(const sb_accounting_t *acc) {
+    PyObject *sources = PyTuple_New(acc->nsources);
+    if (sources == NULL) return NULL;
+    for (int i = 0; i < acc->nsources; i++) {
+        const sb_source_t *s = &acc->sources[i];
+        PyObject *entry = Py_BuildValue("(y#nL)", s->address, (Py_ssize_t)s->address_len, s->messages, s->bytes);
+        if (entry == NULL) {
+            Py_DECREF(sources);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(sources, i, entry);
+    }
+    PyObject *buckets = PyList_New(acc->nbounds + 1);
+    if (buckets == NULL) {
+        Py_DECREF(sources);
+        return NULL;
+    }
+    for (int i = 0; i <= acc->nbounds; i++) PyList_SET_ITEM(buckets, i, PyLong_FromSsize_t(acc->latency_counts[i]));
+    return Py_BuildValue("(NNd)", sources, buckets, acc->latency_sum_s);
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -306,8 +432,11 @@ static PyObject *header_kind(PyObject *self, PyObject *args) {
     Py_buffer header;
     const char *kinds;
     Py_ssize_t nkinds;
-    if (!PyArg_ParseTuple(args, "y*y#", &header, &kinds, &nkinds)) return NULL;
-    int kind = canonical_kind((const unsigned char *)header.buf, (size_t)header.len, kinds, nkinds);
+    int untraced_only = 0;
+    if (!PyArg_ParseTuple(args, "y*y#|p", &header, &kinds, &nkinds, &untraced_only)) return NULL;
+    sb_header_t parsed;
+    int kind = canonical_header((const unsigned char *)header.buf, (size_t)header.len, kinds, nkinds,
+                                untraced_only, &parsed);
     PyBuffer_Release(&header);
     return PyLong_FromLong(kind);
 }
@@ -317,12 +446,28 @@ static PyObject *forward(PyObject *self, PyObject *args) {
     Py_ssize_t budget, nkinds;
     long linger_ms;
     const char *kinds;
-    if (!PyArg_ParseTuple(args, "KKny#l", &src_addr, &dst_addr, &budget, &kinds, &nkinds, &linger_ms))
+    PyObject *bounds;
+    int untraced_only;
+    if (!PyArg_ParseTuple(args, "KKny#lOp", &src_addr, &dst_addr, &budget, &kinds, &nkinds, &linger_ms,
+                          &bounds, &untraced_only))
         return NULL;
     if (!zmq_api_ready) {
         PyErr_SetString(PyExc_RuntimeError, "bind_libzmq() has not been called");
         return NULL;
     }
+    sb_accounting_t acc;
+    acc.nsources = 0;
+    acc.latency_sum_s = 0.0;
+    if (!PyTuple_Check(bounds) || PyTuple_GET_SIZE(bounds) > SB_MAX_BOUNDS) {
+        PyErr_SetString(PyExc_ValueError, "bounds must be a tuple of at most 32 ints (ns)");
+        return NULL;
+    }
+    acc.nbounds = (int)PyTuple_GET_SIZE(bounds);
+    for (int i = 0; i < acc.nbounds; i++) {
+        acc.bounds_ns[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(bounds, i));
+        if (acc.bounds_ns[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    memset(acc.latency_counts, 0, sizeof(acc.latency_counts));
     void *src = (void *)(uintptr_t)src_addr, *dst = (void *)(uintptr_t)dst_addr;
     Py_ssize_t counts[128] = {0};
     int status = STATUS_BUDGET;
@@ -360,8 +505,10 @@ static PyObject *forward(PyObject *self, PyObject *args) {
             return raise_zmq_error(err, "receiving");
         }
         int kind = -1;
+        sb_header_t parsed;
         if (zmq_api.more(&head))
-            kind = canonical_kind(zmq_api.data(&head), zmq_api.size(&head), kinds, nkinds);
+            kind = canonical_header(zmq_api.data(&head), zmq_api.size(&head), kinds, nkinds, untraced_only,
+                                    &parsed);
         if (kind < 0) {
             Py_DECREF(frames);
             frames = collect(&head, NULL, src);
@@ -383,6 +530,8 @@ static PyObject *forward(PyObject *self, PyObject *args) {
             status = STATUS_HANDOFF;
             break;
         }
+        /* Sizes are read before sending: a sent message's data belongs to libzmq. */
+        size_t nbytes = zmq_api.size(&head) + zmq_api.size(&body);
         if (zmq_api.send(&head, dst, SB_SNDMORE | SB_DONTWAIT) < 0) {
             int err = zmq_api.error();
             if (err != EAGAIN) {
@@ -404,6 +553,10 @@ static PyObject *forward(PyObject *self, PyObject *args) {
             return zmq_failure();
         }
         counts[kind]++;
+        account_latency(&acc, parsed.sent_ns, realtime_ns());
+        account_source(&acc, &parsed, nbytes); /* never full here: see the check below */
+        /* A full table ends the call (status BUDGET) so Python reads it and calls again. */
+        if (acc.nsources == SB_MAX_SOURCES) break;
     }
 
     PyObject *count_list = PyList_New(nkinds);
@@ -414,7 +567,13 @@ static PyObject *forward(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nkinds; i++) {
         PyList_SET_ITEM(count_list, i, PyLong_FromSsize_t(counts[(unsigned char)kinds[i] & 0x7f]));
     }
-    return Py_BuildValue("iNN", status, count_list, frames);
+    PyObject *accounting = accounting_result(&acc);
+    if (accounting == NULL) {
+        Py_DECREF(count_list);
+        Py_DECREF(frames);
+        return NULL;
+    }
+    return Py_BuildValue("iNNN", status, count_list, frames, accounting);
 }
 
 static PyMethodDef methods[] = {
@@ -425,9 +584,10 @@ static PyMethodDef methods[] = {
     {"send_frames", send_frames, METH_VARARGS,
      "send_frames(dst, frames) -> True if sent, False on EAGAIN of the first frame."},
     {"header_kind", header_kind, METH_VARARGS,
-     "header_kind(header, kinds) -> kind code of a canonical header in kinds, else -1."},
+     "header_kind(header, kinds, untraced_only=False) -> kind of a canonical header, else -1."},
     {"forward", forward, METH_VARARGS,
-     "forward(src, dst, budget, kinds, linger_ms) -> (status, counts per kind, frames or None)."},
+     "forward(src, dst, budget, kinds, linger_ms, bounds_ns, untraced_only) -> (status, counts per "
+     "kind, frames or None, (sources, latency bucket counts, latency sum s))."},
     {NULL, NULL, 0, NULL},
 };
 

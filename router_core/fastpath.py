@@ -65,11 +65,19 @@ def as_zmq_error(exc: OSError) -> zmq.ZMQError:
 
 
 class ForwardResult(NamedTuple):
-    """What one call did: its outcome, messages forwarded per kind, a handed-back message."""
+    """What one call did: its outcome, messages forwarded per kind, a handed-back message.
+
+    ``sources`` is ``(reply_to address, messages, bytes)`` per owning worker forwarded in
+    this call; ``latency_counts`` the hop latencies (now minus the header's ``sent_ns``)
+    per bucket of the ``bounds_ns`` passed in, plus ``+Inf``; ``latency_sum_s`` their sum.
+    """
 
     status: int
     counts: list[int]
     frames: list[bytes] | None
+    sources: tuple[tuple[bytes, int, int], ...]
+    latency_counts: list[int]
+    latency_sum_s: float
 
 
 class FastForwarder:
@@ -80,25 +88,34 @@ class FastForwarder:
         self.kinds = bytes(sorted(kinds))
 
     def forward(
-        self, src: zmq.Socket[bytes], dst: zmq.Socket[bytes], budget: int, linger_ms: int = 1
+        self,
+        src: zmq.Socket[bytes],
+        dst: zmq.Socket[bytes],
+        budget: int,
+        linger_ms: int = 1,
+        *,
+        bounds_ns: tuple[int, ...] = (),
+        untraced_only: bool = False,
     ) -> ForwardResult:
         """Move up to ``budget`` messages; stops early on the outcomes above.
 
         When ``src`` runs dry it waits up to ``linger_ms`` (GIL released) for the next
         message before returning ``EMPTY``, so a steady stream is moved without a trip
-        through the Python loop per message.
+        through the Python loop per message. With ``untraced_only`` a request carrying a
+        trace context is handed back, so the Python path can make its span.
         """
         try:
-            status, counts, frames = self._module.forward(
-                src.underlying, dst.underlying, budget, self.kinds, linger_ms
-            )
+            status, counts, frames, (sources, latency, latency_sum) = self._module.forward(
+                src.underlying, dst.underlying, budget, self.kinds, linger_ms, bounds_ns,
+                untraced_only,
+            )  # fmt: skip
         except OSError as exc:
             raise as_zmq_error(exc) from exc
-        return ForwardResult(status, counts, frames)
+        return ForwardResult(status, counts, frames, sources, latency, latency_sum)
 
-    def header_kind(self, header: bytes) -> int:
+    def header_kind(self, header: bytes, *, untraced_only: bool = False) -> int:
         """The kind the C check reads from ``header``, or -1 if it would hand it back."""
-        kind: int = self._module.header_kind(header, self.kinds)
+        kind: int = self._module.header_kind(header, self.kinds, untraced_only)
         return kind
 
 

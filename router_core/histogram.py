@@ -70,6 +70,15 @@ class Histogram:
         self.count += times
         self.sum += value * times
 
+    def merge(self, per_bucket: Sequence[int], total: float) -> None:
+        """Add counts observed elsewhere: one per bound plus ``+Inf``, and their sum."""
+        if len(per_bucket) != len(self._counts):
+            raise ValueError(f"need {len(self._counts)} bucket counts, got {len(per_bucket)}")
+        for slot, count in enumerate(per_bucket):
+            self._counts[slot] += count
+            self.count += count
+        self.sum += total
+
     def cumulative(self) -> list[tuple[float, int]]:
         """``(upper bound, observations <= bound)`` pairs, ending with ``+Inf``."""
         pairs: list[tuple[float, int]] = []
@@ -101,6 +110,15 @@ class HistogramSet:
         if series is None:
             series = self._series[label] = Histogram(self.bounds)
         series.observe(value, times)
+
+    def merge(self, label: str, per_bucket: Sequence[int], total: float) -> None:
+        """Add per-bucket counts observed elsewhere under ``label`` (see Histogram.merge)."""
+        if not any(per_bucket):
+            return
+        series = self._series.get(label)
+        if series is None:
+            series = self._series[label] = Histogram(self.bounds)
+        series.merge(per_bucket, total)
 
     def get(self, label: str) -> Histogram | None:
         """The histogram for ``label``, or None if nothing was observed under it."""

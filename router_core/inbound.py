@@ -84,8 +84,17 @@ def regroup(
         header.sent_ns,
         header.traceparent,
         header.tracestate,
+        _subset(header.row_traces, rows),
     )
     return [encode_header(sub_header), *(frames[i + 1] for i in rows)]
+
+
+def _subset(row_traces: list[str], rows: Sequence[int]) -> list[str]:
+    """The trace contexts of ``rows``; empty when none of them is traced."""
+    if not row_traces:
+        return []
+    chosen = [row_traces[i] for i in rows]
+    return chosen if any(chosen) else []
 
 
 class BoundSockets(AbstractContextManager["BoundSockets"]):

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import msgspec
 import zmq
 
+from router_core import tracing
 from router_core.control import ControlClient, ControlError
 from router_core.detokenizer_router import DetokenizerRouter, DetokenizerRouterSettings
 from router_core.endpoints import (
@@ -321,14 +322,22 @@ def _ctl(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(service: Service, args: argparse.Namespace) -> int:
+def _serve(service: Service, args: argparse.Namespace, role: str, instance: str = "") -> int:
+    """Run a process's loop until signalled, traced as ``role`` when OTEL_* says so.
+
+    ``instance`` names this process among its role's (``service.instance.id``).
+    """
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
     )
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
-    serve_until_signalled(service)
+    tracing.setup(role, instance or role)
+    try:
+        serve_until_signalled(service)
+    finally:
+        tracing.shutdown()
     return 0
 
 
@@ -350,15 +359,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     try:
         if args.command == "router":
-            return _serve(_router(args), args)
+            return _serve(_router(args), args, "tokenizer-router")
         if args.command == "detok-router":
-            return _serve(_detok_router(args), args)
+            return _serve(_detok_router(args), args, "detokenizer-router")
         if args.command == "engine":
-            return _serve(_engine(args), args)
+            return _serve(_engine(args), args, "engine")
         if args.command == "detokenizer":
             from switchboard.detokenizer.cli import build as build_detokenizer
 
-            return _serve(build_detokenizer(args), args)
+            detokenizer = build_detokenizer(args)
+            return _serve(detokenizer, args, "detokenizer", f"detokenizer-{args.index}")
         if args.command == "worker":
             from switchboard.worker.cli import run as run_worker
 

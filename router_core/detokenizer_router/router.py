@@ -15,6 +15,7 @@ from typing import Any, Final
 import msgspec
 import zmq
 
+from router_core import tracing
 from router_core.control.server import Command, ControlServer, ReplyTo
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
@@ -22,6 +23,7 @@ from router_core.detokenizer_router.picker import DetokenizerPicker, StickyKey
 from router_core.endpoints import DetokenizerRouterEndpoints
 from router_core.inbound import BoundSockets, drain, regroup
 from router_core.loop import PollLoop
+from router_core.traffic import DETOKENIZE, TrafficStats
 from router_core.transport import DEFAULT_HWM, FrameLike
 from router_core.wire import BATCH_KINDS, Header, Kind
 
@@ -30,6 +32,9 @@ __all__ = ["COMMANDS", "DetokenizerRouter", "DetokenizerRouterSettings"]
 logger = logging.getLogger(__name__)
 
 _BROADCAST_KINDS: Final = frozenset({Kind.FREEZE_GC, Kind.IDLE})
+
+#: The span of routing one batch (role-based name, see docs/observability.md).
+ROUTE_SPAN: Final = "detokenizer-router route_batch"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +66,9 @@ class DetokenizerRouter:
         self.settings = settings
         self._context = context
         self.counters = Counters()
+        #: Traffic on route ``detokenize`` is keyed by the rows' owner *address*: this
+        #: router has no registry; the admin app maps addresses to worker ids.
+        self.traffic = TrafficStats()
         self.picker = DetokenizerPicker(len(settings.endpoints.detokenizers), settings.sticky_key)
         self.started_at = time.monotonic()
         self._loop = PollLoop()
@@ -106,9 +114,43 @@ class DetokenizerRouter:
         if kind not in BATCH_KINDS:
             self.counters.add("rejected", "unexpected_kind")
             return
+        self.traffic.observe_hop(DETOKENIZE, header.sent_ns)
+        self.traffic.split_rows.observe(DETOKENIZE, len(header.rids))
+        if header.row_traces and tracing.enabled():
+            with tracing.batch_span(ROUTE_SPAN, header.row_traces):
+                self._route_batch(header, frames)
+        else:
+            self._route_batch(header, frames)
+
+    def _route_batch(self, header: Header, frames: list[FrameLike]) -> None:
+        """One message per detokenizer, counted per owning worker's address."""
         for index, rows in self.picker.group(header.rids, header.reply_to).items():
-            if self._targets[index].send(regroup(header, frames, rows)):
-                self.counters.add("routed_rows", f"detokenizer-{index}", len(rows))
+            if not self._targets[index].send(regroup(header, frames, rows)):
+                continue
+            self.counters.add("routed_rows", f"detokenizer-{index}", len(rows))
+            sizes: dict[str, int] = {}
+            for row in rows:
+                owner = header.reply_to[row]
+                sizes[owner] = sizes.get(owner, 0) + len(frames[row + 1])
+            for owner, nbytes in sizes.items():
+                self.traffic.add(DETOKENIZE, owner, 1, nbytes)
+
+    def metrics(self) -> dict[str, Any]:
+        """Traffic (keyed by owner address), drops, rejects and histograms, for ``metrics``."""
+        traffic = self.traffic.snapshot()
+        counters = self.counters.snapshot()
+        return {
+            "process": "detokenizer_router",
+            "pid": os.getpid(),
+            "traffic": traffic["traffic"],
+            "dropped": counters.get("dropped", {}),
+            "rejected": counters.get("rejected", {}),
+            "histograms": {
+                "hop_latency_seconds": traffic["hop_latency_seconds"],
+                "split_batch_rows": traffic["split_batch_rows"],
+            },
+            "backlog_messages": sum(len(t.backlog) for t in self._targets),
+        }
 
     def status(self) -> dict[str, Any]:
         """Counters and backlogs, for ``status``."""
@@ -132,8 +174,13 @@ def _status(router: DetokenizerRouter, args: _NoArgs, reply_to: ReplyTo) -> Any:
     return router.status()
 
 
+def _metrics(router: DetokenizerRouter, args: _NoArgs, reply_to: ReplyTo) -> Any:
+    return router.metrics()
+
+
 COMMANDS: Final[dict[str, Command[DetokenizerRouter]]] = {
     "status": Command(_status, _NoArgs, "counters and backlogs"),
+    "metrics": Command(_metrics, _NoArgs, "state for Prometheus, read at scrape time"),
 }
 
 

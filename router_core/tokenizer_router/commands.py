@@ -15,6 +15,7 @@ import msgspec
 from router_core.control.protocol import ControlError, ErrorCode
 from router_core.control.server import DEFERRED, Command, ReplyTo
 from router_core.registry import WorkerRecord, WorkerState
+from router_core.tokenizer_router.metrics import metrics_snapshot
 from router_core.tokenizer_router.router import TokenizerRouter
 from router_core.wire.control import PauseMode
 
@@ -137,6 +138,11 @@ def status(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
     return router.status()
 
 
+def metrics(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+    """Traffic, histograms, workers, pause and engine state for the admin app's /metrics."""
+    return metrics_snapshot(router)
+
+
 COMMANDS: Final[dict[str, Command[TokenizerRouter]]] = {
     "list_workers": Command(list_workers, ListWorkersArgs, "every registered worker"),
     "get_worker": Command(get_worker, WorkerArgs, "one worker by id"),
@@ -147,4 +153,5 @@ COMMANDS: Final[dict[str, Command[TokenizerRouter]]] = {
     "load": Command(load, NoArgs, "the engine's latest load snapshot"),
     "freeze_gc": Command(freeze_gc, NoArgs, "freeze GC in router, engine, detokenizers"),
     "status": Command(status, NoArgs, "counters, registry summary, pause state"),
+    "metrics": Command(metrics, NoArgs, "state for Prometheus, read at scrape time"),
 }

@@ -25,20 +25,22 @@ from typing import Any, Final
 import msgspec
 import zmq
 
-from router_core import fastpath
+from router_core import tracing
 from router_core.barrier import PauseBarrier, PauseOperation
 from router_core.control.server import ControlServer, ReplyTo
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
 from router_core.endpoints import EndpointError, RouterEndpoints, check_endpoint
-from router_core.inbound import BUDGET, BoundSockets, Handler, accept, drain, regroup
+from router_core.histogram import BARRIER_BUCKETS, HistogramSet
+from router_core.inbound import BoundSockets, Handler, drain, regroup
 from router_core.loop import PollLoop
 from router_core.registry import WorkerRecord, WorkerRegistry
+from router_core.tokenizer_router.forward import ForwardHop, kind_label
+from router_core.traffic import BACKWARD, BROADCAST, CONTROL, TrafficStats, message_bytes
 from router_core.transport import DEFAULT_HWM, FrameLike
 from router_core.version import package_version
 from router_core.wire import (
     BATCH_KINDS,
-    DATA_KINDS,
     Header,
     Kind,
     WireError,
@@ -66,7 +68,8 @@ __all__ = ["ENGINE", "RouterSettings", "TokenizerRouter"]
 
 logger = logging.getLogger(__name__)
 
-_KIND_LABELS: Final = {kind.value: kind.name.lower() for kind in Kind}
+#: The span of splitting one batch of outputs to its workers (``--outputs-via router``).
+SPLIT_SPAN: Final = "tokenizer-router split_outputs"
 
 #: Finished pause/continue operations kept for ``status``.
 RECENT_OPERATIONS: Final = 20
@@ -110,6 +113,11 @@ class TokenizerRouter:
         self.settings = settings
         self._context = context
         self.counters = Counters()
+        self.traffic = TrafficStats()
+        #: Seconds from broadcast to answer, per operation (``pause``/``continue``).
+        self.barrier_time = HistogramSet(BARRIER_BUCKETS)
+        #: Finished operations per ``(operation, mode, result)``.
+        self.finished_operations: dict[tuple[str, str, str], int] = {}
         self.registry = WorkerRegistry(settings.heartbeat_timeout_s)
         self.barrier = PauseBarrier()
         self.latest_load: LoadSnapshot | None = None
@@ -123,7 +131,7 @@ class TokenizerRouter:
         self.recent_operations: deque[dict[str, Any]] = deque(maxlen=RECENT_OPERATIONS)
         self._loop = PollLoop()
         self._next_expiry_check = 0.0
-        self._fast: fastpath.FastForwarder | None = None
+        self._forward: ForwardHop | None = None
         self.control: ControlServer[TokenizerRouter] | None = None
         self.workers: DestinationSet | None = None
         self.engine: Destination | None = None
@@ -168,11 +176,11 @@ class TokenizerRouter:
                 self.engine = engine = engines.get(ENGINE, endpoints.engine)
                 engine.socket  # noqa: B018  (connect now: a bad endpoint fails the start)
                 self.control = ControlServer(control, self, COMMANDS, self.counters)
-                self._fast = fastpath.load(DATA_KINDS)
+                self._forward = forward = ForwardHop(
+                    engine, self.counters, self.traffic, self.worker_label
+                )
                 self._loop.watch(
-                    requests_in,
-                    lambda: self._drain_requests(requests_in),
-                    gate=lambda: not engine.backlog,
+                    requests_in, lambda: forward.drain(requests_in), gate=lambda: not engine.backlog
                 )
                 self._watch(workers_in, self._on_worker_message)
                 self._watch(engine_events, self._on_engine_event)
@@ -199,40 +207,10 @@ class TokenizerRouter:
             waiting.append(self.engine)
         return waiting
 
-    def _drain_requests(self, sock: zmq.Socket[bytes]) -> None:
-        """The forward hop, until the budget is spent or the engine pushes back.
-
-        The C fast path moves what it can prove well-formed; every other message, and
-        everything when the fast path is unavailable, takes the Python path.
-        """
-        fast, engine = self._fast, self.engine
-        assert engine is not None
-        budget = BUDGET
-        while budget > 0 and not engine.backlog:
-            if fast is None:
-                if drain(sock, self._on_request, self.counters, 1) == 0:
-                    return
-                budget -= 1
-                continue
-            _, counts, handed_back = fast.forward(sock, engine.socket, budget)
-            for code, count in zip(fast.kinds, counts, strict=True):
-                if count:
-                    self.counters.add("forwarded", _KIND_LABELS[code], count)
-                    budget -= count
-            if handed_back is None:
-                return  # the socket is empty or the budget is spent
-            # HANDOFF (not provably well-formed) or BLOCKED (the engine pushed back):
-            # the Python path validates it and, if blocked, queues it.
-            budget -= 1
-            accept(list(handed_back), self._on_request, self.counters)
-
-    def _on_request(self, header: Header, frames: list[FrameLike]) -> None:
-        if header.kind not in DATA_KINDS:
-            self.counters.add("rejected", "unexpected_kind")
-            return
-        assert self.engine is not None
-        if self.engine.send(frames):
-            self.counters.add("forwarded", _KIND_LABELS[header.kind])
+    def worker_label(self, address: str) -> str:
+        """The id of the worker at ``address`` for metric labels (``unknown`` if none)."""
+        record = self.registry.by_address(address)
+        return "unknown" if record is None else record.worker_id
 
     def _on_worker_message(self, header: Header, frames: list[FrameLike]) -> None:
         handler = self._worker_handlers.get(header.kind)
@@ -240,6 +218,11 @@ class TokenizerRouter:
             self.counters.add("rejected", "unexpected_kind")
             return
         handler(header, frames)
+
+    def _count_control(self, worker_id: str, frames: Sequence[FrameLike]) -> None:
+        """Count a control message from or to a registered worker (route ``control``)."""
+        if self.registry.get(worker_id) is not None:
+            self.traffic.add(CONTROL, worker_id, 1, message_bytes(frames))
 
     def _on_engine_event(self, header: Header, frames: list[FrameLike]) -> None:
         handler = self._engine_handlers.get(header.kind)
@@ -312,13 +295,17 @@ class TokenizerRouter:
             heartbeat_interval_s=self.settings.heartbeat_interval_s,
         )
         self.counters.add("registrations", "accepted")
-        self._send_worker(record.address, frame_message(Kind.REGISTER_REPLY, reply))
+        self._count_control(record.worker_id, frames)
+        reply_frames = frame_message(Kind.REGISTER_REPLY, reply)
+        if self._send_worker(record.address, reply_frames):
+            self._count_control(record.worker_id, reply_frames)
 
     def _on_heartbeat(self, header: Header, frames: list[FrameLike]) -> None:
         heartbeat = self._payload(header, frames)
         if not isinstance(heartbeat, Heartbeat):
             return
         if self.registry.heartbeat(heartbeat, time.monotonic()) is not None:
+            self._count_control(heartbeat.worker_id, frames)
             return
         address = heartbeat.address
         if address and not self._usable_address(address):
@@ -335,6 +322,7 @@ class TokenizerRouter:
         leaving = self._payload(header, frames)
         if not isinstance(leaving, Deregistration):
             return
+        self._count_control(leaving.worker_id, frames)
         record = self.registry.deregister(leaving.worker_id)
         if record is None:
             self.counters.add("rejected", "unknown_worker")
@@ -357,6 +345,11 @@ class TokenizerRouter:
         assert self.workers is not None
         return self.workers.send(address, frames)
 
+    def _broadcast_to(self, record: WorkerRecord, frames: Sequence[FrameLike]) -> None:
+        """Send a router-originated message to one worker, counted on route ``broadcast``."""
+        if self._send_worker(record.address, frames):
+            self.traffic.add(BROADCAST, record.worker_id, 1, message_bytes(frames))
+
     # ------------------------------------------------------------------ barrier
 
     def _on_worker_ack(self, header: Header, frames: list[FrameLike]) -> None:
@@ -366,6 +359,7 @@ class TokenizerRouter:
         if ack.participant == ENGINE:
             self.counters.add("rejected", "ack_impersonation")
             return
+        self._count_control(ack.participant, frames)
         self._on_ack(ack)
 
     def _on_engine_ack(self, header: Header, frames: list[FrameLike]) -> None:
@@ -418,7 +412,7 @@ class TokenizerRouter:
             Kind.PAUSE_BROADCAST, PauseContinueBroadcast(op.op_id, is_pause, op.mode)
         )
         for record in self.registry.workers():
-            self._send_worker(record.address, broadcast)
+            self._broadcast_to(record, broadcast)
         engine_message: PauseRequest | ContinueRequest = (
             PauseRequest(op.op_id, mode or "abort") if is_pause else ContinueRequest(op.op_id)
         )
@@ -440,6 +434,10 @@ class TokenizerRouter:
 
     def _answer(self, op: PauseOperation) -> None:
         outcome = self.outcome_of(op)
+        operation = "pause" if op.is_pause else "continue"
+        key = (operation, op.mode or "none", "complete" if op.complete else "timeout")
+        self.finished_operations[key] = self.finished_operations.get(key, 0) + 1
+        self.barrier_time.observe(operation, time.monotonic() - op.started_at)
         if self.control is not None and isinstance(op.waiter, ReplyTo):
             self.control.answer(op.waiter, outcome)
         if not op.complete:
@@ -455,13 +453,11 @@ class TokenizerRouter:
         self.latest_load = snapshot
         self.load_received_at = time.monotonic()
         for record in self.registry.workers():
-            self._send_worker(record.address, frames)
+            self._broadcast_to(record, frames)
 
     def send_drain(self, record: WorkerRecord, drain: bool) -> None:
         """Tell a worker to stop (or resume) admitting requests."""
-        self._send_worker(
-            record.address, frame_message(Kind.DRAIN, DrainCommand(record.worker_id, drain))
-        )
+        self._broadcast_to(record, frame_message(Kind.DRAIN, DrainCommand(record.worker_id, drain)))
 
     def freeze_gc(self) -> None:
         """Freeze GC here and ask the engine to do the same (it tells the detokenizers)."""
@@ -477,14 +473,26 @@ class TokenizerRouter:
             self._split_to_workers(header, frames)
         elif kind is Kind.FREEZE_GC:
             for record in self.registry.workers():
-                self._send_worker(record.address, frames)
+                self._broadcast_to(record, frames)
         elif kind is Kind.IDLE:
             self.counters.add("idle_batches", "outputs")
         else:
             self.counters.add("rejected", "unexpected_kind")
 
     def _split_to_workers(self, header: Header, frames: list[FrameLike]) -> None:
-        """One message per owning worker, carrying that worker's rows."""
+        """One message per owning worker, carrying that worker's rows.
+
+        Delivered outputs are counted by the receiving worker (route ``backward``), the
+        same in both output modes; the router records the split size.
+        """
+        self.traffic.split_rows.observe(BACKWARD, len(header.rids))
+        if header.row_traces and tracing.enabled():
+            with tracing.batch_span(SPLIT_SPAN, header.row_traces):
+                self._send_rows(header, frames)
+        else:
+            self._send_rows(header, frames)
+
+    def _send_rows(self, header: Header, frames: list[FrameLike]) -> None:
         for address, rows in group_by_destination(header.reply_to).items():
             if self.registry.by_address(address) is None:
                 self.counters.add("dropped", "unknown_worker", len(rows))
@@ -535,13 +543,3 @@ class TokenizerRouter:
             "counters": self.counters.snapshot(),
             "backlogs": {**self.workers.backlog_sizes(), ENGINE: len(self.engine.backlog)},
         }
-
-
-def kind_label(kind: Kind) -> str:
-    """The metric label of a kind."""
-    return kind.name.lower()
-
-
-def to_builtins(value: Any) -> Any:
-    """Structs to plain dicts for control replies."""
-    return msgspec.to_builtins(value)

@@ -116,6 +116,10 @@ def check_header(header: Header) -> None:
         raise WireError("header_shape", f"{header.kind.name} with no rows (use IDLE)")
     if header.kind is Kind.IDLE and header.rids:
         raise WireError("header_shape", "IDLE names no requests")
+    if header.row_traces and (
+        header.kind not in BATCH_KINDS or len(header.row_traces) != len(header.rids)
+    ):
+        raise WireError("header_shape", "row_traces needs a batch and one entry per row")
 
 
 def decode_header(frame: bytes | memoryview) -> Header:
@@ -204,11 +208,13 @@ def frame_batch(
     *,
     traceparent: str = "",
     tracestate: str = "",
+    row_traces: Sequence[str] = (),
 ) -> Frames:
     """Frame a column-shaped batch as ``[header, row_0, ..., row_n]``.
 
     ``batch.http_worker_ipcs`` must name the owner of every row; it becomes the header's
-    ``reply_to`` so that routers split the batch without decoding any row.
+    ``reply_to`` so that routers split the batch without decoding any row. ``row_traces``
+    is empty or one trace context per row (see :class:`Header`).
     """
     kind = _BATCH_KIND_OF.get(type(batch))
     if kind is None:
@@ -227,6 +233,7 @@ def frame_batch(
         time.time_ns(),
         traceparent,
         tracestate,
+        list(row_traces) if any(row_traces) else [],
     )
     check_header(header)
     return [encode_header(header), *(_ENCODER.encode(row) for row in split_rows(batch))]

@@ -17,8 +17,11 @@ class Header(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """Routing facts about one message.
 
     ``rids[i]`` is owned by the worker whose return address is ``reply_to[i]`` (the seed's
-    ``http_worker_ipc``). ``traceparent``/``tracestate`` carry W3C trace context and
-    ``sent_ns`` the sender's wall clock (``time.time_ns()``) at send time.
+    ``http_worker_ipc``). ``traceparent``/``tracestate`` carry W3C trace context of a
+    single-request message and ``sent_ns`` the sender's wall clock (``time.time_ns()``) at
+    send time. ``row_traces`` is a batch's per-row trace context: empty when no row is
+    traced, else one W3C ``traceparent`` per row (``""`` for a row that is not). Only
+    sampled contexts travel, so a hop makes a span exactly when a context is present.
     """
 
     kind: Kind
@@ -27,6 +30,7 @@ class Header(msgspec.Struct, array_like=True, frozen=True, gc=False):
     sent_ns: int = 0
     traceparent: str = ""
     tracestate: str = ""
+    row_traces: list[str] = []
 
 
 def payload_frame_count(header: Header) -> int:

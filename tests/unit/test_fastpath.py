@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from types import ModuleType
 
+import msgspec
 import pytest
 import zmq
 from hypothesis import HealthCheck, given, settings
@@ -443,3 +444,62 @@ class TestForward:
         while narrow_hop.src.poll(0, zmq.POLLIN):
             rest.append(narrow_hop.src.recv_multipart())
         assert rest == messages[forwarded + 1 :]
+
+
+def traced_request(index: int, owner: str, traceparent: str = "", sent_ns: int = 0) -> list[bytes]:
+    """A two-frame request owned by ``owner``, optionally carrying a trace context."""
+    header = Header(Kind.GENERATE, [f"r{index}"], [owner], sent_ns, traceparent, "")
+    return [encode_header(header), b"x" * 10]
+
+
+class TestAccounting:
+    """What forward() reports besides the per-kind counts: owners, bytes, hop latency."""
+
+    BOUNDS_NS = (1_000_000, 1_000_000_000)  # 1 ms, 1 s
+
+    def test_traffic_is_summed_per_owner(self, fast: fastpath.FastForwarder, hop: Hop) -> None:
+        """Messages and bytes are reported once per owning worker address."""
+        messages = [traced_request(i, f"ipc:///w{i % 2}") for i in range(5)]
+        hop.feed(*messages)
+        result = fast.forward(hop.src, hop.dst, 100, linger_ms=50, bounds_ns=self.BOUNDS_NS)
+        hop.received(5)
+        size = len(messages[0][0]) + len(messages[0][1])
+        assert sorted(result.sources) == [(b"ipc:///w0", 3, 3 * size), (b"ipc:///w1", 2, 2 * size)]
+
+    def test_latency_lands_in_its_bucket(self, fast: fastpath.FastForwarder, hop: Hop) -> None:
+        """A message sent 10 ms ago counts in the (1 ms, 1 s] bucket; an unstamped one not."""
+        ten_ms_ago = time.time_ns() - 10_000_000
+        hop.feed(traced_request(0, "ipc:///w", sent_ns=ten_ms_ago), traced_request(1, "ipc:///w"))
+        result = fast.forward(hop.src, hop.dst, 100, linger_ms=50, bounds_ns=self.BOUNDS_NS)
+        hop.received(2)
+        assert result.latency_counts == [0, 1, 0]
+        assert 0.01 <= result.latency_sum_s < 1.0
+
+    def test_traced_requests_are_handed_back_when_asked(
+        self, fast: fastpath.FastForwarder, hop: Hop
+    ) -> None:
+        """With untraced_only, a request carrying a traceparent goes to Python whole."""
+        traced = traced_request(
+            1, "ipc:///w", traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+        )
+        hop.feed(traced_request(0, "ipc:///w"), traced)
+        result = fast.forward(hop.src, hop.dst, 100, linger_ms=50, untraced_only=True)
+        assert result.status == fastpath.HANDOFF
+        assert result.frames == traced
+        assert result.counts == [1, 0, 0]
+        assert fast.header_kind(traced[0], untraced_only=True) == -1
+        assert fast.header_kind(traced[0]) == Kind.GENERATE
+
+    def test_six_element_headers_still_forward(self, fast: fastpath.FastForwarder) -> None:
+        """A header from a producer that predates row_traces (6 elements) is canonical."""
+        six = msgspec.msgpack.encode([int(Kind.GENERATE), ["r"], ["ipc:///w"], 0, "", ""])
+        assert six[0] == 0x96
+        assert fast.header_kind(six) == Kind.GENERATE
+        assert decode_header(six).row_traces == []
+
+    def test_rows_traces_on_a_request_are_not_canonical(self, fast: fastpath.FastForwarder) -> None:
+        """A 7-element request header whose row_traces is not empty is handed back."""
+        odd = msgspec.msgpack.encode([int(Kind.GENERATE), ["r"], ["ipc:///w"], 0, "", "", ["x"]])
+        assert fast.header_kind(odd) == -1
+        with pytest.raises(WireError):
+            decode_header(odd)

@@ -1,0 +1,74 @@
+"""What a routing loop moved, per route and peer, and how long messages took to reach it.
+
+A :class:`TrafficStats` lives in one loop thread (no lock) and is read by the ``metrics``
+control command at scrape time; the admin app turns the snapshot into Prometheus
+families (``docs/metrics.md``). Recording is a dictionary update, cheap enough for the
+Python paths of both routers; the C forward loop sums per call and hands the sums over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+from router_core.histogram import HOP_BUCKETS, SPLIT_ROW_BUCKETS, HistogramSet
+from router_core.transport import FrameLike
+
+__all__ = ["HOP_BOUNDS_NS", "Route", "TrafficStats", "message_bytes"]
+
+#: Route labels (``docs/metrics.md``).
+Route = str
+FORWARD: Final = "forward"
+BACKWARD: Final = "backward"
+BROADCAST: Final = "broadcast"
+CONTROL: Final = "control"
+DETOKENIZE: Final = "detokenize"
+
+#: The hop latency bucket bounds in integer nanoseconds, for the C forward loop.
+HOP_BOUNDS_NS: Final = tuple(round(bound * 1e9) for bound in HOP_BUCKETS)
+
+
+def message_bytes(frames: Sequence[FrameLike]) -> int:
+    """The size of a message: every frame's bytes."""
+    return sum(len(frame) for frame in frames)
+
+
+class TrafficStats:
+    """Messages and bytes per ``(route, peer)``, hop latency and split sizes per route."""
+
+    def __init__(self) -> None:
+        self._traffic: dict[tuple[str, str], list[int]] = {}
+        self.hop_latency = HistogramSet(HOP_BUCKETS)
+        self.split_rows = HistogramSet(SPLIT_ROW_BUCKETS)
+
+    def add(self, route: Route, peer: str, messages: int, nbytes: int) -> None:
+        """Count ``messages`` of ``nbytes`` in all on ``route`` to or from ``peer``."""
+        entry = self._traffic.get((route, peer))
+        if entry is None:
+            self._traffic[(route, peer)] = [messages, nbytes]
+        else:
+            entry[0] += messages
+            entry[1] += nbytes
+
+    def observe_hop(self, route: Route, sent_ns: int, now_ns: int | None = None) -> None:
+        """Record the latency of a message sent at ``sent_ns`` (0: not stamped, ignored)."""
+        if sent_ns <= 0:
+            return
+        elapsed = ((time.time_ns() if now_ns is None else now_ns) - sent_ns) / 1e9
+        self.hop_latency.observe(route, max(elapsed, 0.0))
+
+    def add_hop_counts(self, route: Route, per_bucket: Sequence[int], total_s: float) -> None:
+        """Merge per-bucket latency counts summed elsewhere (the C forward loop)."""
+        self.hop_latency.merge(route, per_bucket, total_s)
+
+    def snapshot(self) -> dict[str, Any]:
+        """``traffic`` rows and the two histogram sets, plain data for the control socket."""
+        return {
+            "traffic": [
+                {"route": route, "worker": peer, "messages": messages, "bytes": nbytes}
+                for (route, peer), (messages, nbytes) in sorted(self._traffic.items())
+            ],
+            "hop_latency_seconds": self.hop_latency.snapshot(),
+            "split_batch_rows": self.split_rows.snapshot(),
+        }

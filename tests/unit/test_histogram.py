@@ -1,0 +1,76 @@
+"""Tests for the fixed-bucket histograms and the traffic stats routing loops keep."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from router_core.histogram import HOP_BUCKETS, Histogram, HistogramSet
+from router_core.traffic import HOP_BOUNDS_NS, TrafficStats
+
+
+class TestHistogram:
+    def test_bounds_are_inclusive_upper_limits(self) -> None:
+        """A value equal to a bound counts in that bound's bucket, as Prometheus's le does."""
+        histogram = Histogram((1.0, 2.0))
+        for value in (0.5, 1.0, 1.5, 2.0, 3.0):
+            histogram.observe(value)
+        assert histogram.cumulative() == [(1.0, 2), (2.0, 4), (float("inf"), 5)]
+        assert histogram.count == 5 and histogram.sum == 8.0
+
+    def test_snapshot_spells_infinity(self) -> None:
+        """The snapshot is plain data: cumulative pairs ending with the string +Inf."""
+        histogram = Histogram((1.0,))
+        histogram.observe(0.25, times=4)
+        assert histogram.snapshot() == {"buckets": [[1.0, 4], ["+Inf", 4]], "sum": 1.0, "count": 4}
+
+    def test_merge_adds_per_bucket_counts(self) -> None:
+        """Counts summed elsewhere (per bucket, +Inf last) add to count and sum."""
+        histogram = Histogram((1.0, 2.0))
+        histogram.merge([1, 0, 2], 7.5)
+        assert histogram.cumulative() == [(1.0, 1), (2.0, 1), (float("inf"), 3)]
+        assert histogram.count == 3 and histogram.sum == 7.5
+        with pytest.raises(ValueError, match="3 bucket counts"):
+            histogram.merge([1], 1.0)
+
+    @pytest.mark.parametrize("bounds", [(), (2.0, 1.0), (1.0, 1.0)])
+    def test_bounds_must_increase(self, bounds: tuple[float, ...]) -> None:
+        """Empty, decreasing or repeated bounds are refused."""
+        with pytest.raises(ValueError, match="strictly increasing"):
+            Histogram(bounds)
+
+    def test_set_creates_series_on_first_observation(self) -> None:
+        """A label has a series only once something was observed (or merged) under it."""
+        histograms = HistogramSet((1.0,))
+        histograms.merge("quiet", [0, 0], 0.0)
+        histograms.observe("busy", 0.5)
+        assert histograms.get("quiet") is None
+        assert list(histograms.snapshot()) == ["busy"]
+
+
+class TestTrafficStats:
+    def test_traffic_adds_up_per_route_and_peer(self) -> None:
+        """Messages and bytes accumulate per (route, peer) and come out sorted."""
+        stats = TrafficStats()
+        stats.add("forward", "w1", 1, 10)
+        stats.add("forward", "w0", 2, 30)
+        stats.add("forward", "w1", 3, 5)
+        assert stats.snapshot()["traffic"] == [
+            {"route": "forward", "worker": "w0", "messages": 2, "bytes": 30},
+            {"route": "forward", "worker": "w1", "messages": 4, "bytes": 15},
+        ]
+
+    def test_hop_latency_ignores_unstamped_messages(self) -> None:
+        """sent_ns 0 means the sender did not stamp it: nothing is observed."""
+        stats = TrafficStats()
+        now = time.time_ns()
+        stats.observe_hop("forward", 0, now)
+        stats.observe_hop("forward", now - 2_000_000, now)
+        series = stats.hop_latency.get("forward")
+        assert series is not None and series.count == 1
+        assert series.sum == pytest.approx(0.002)
+
+    def test_nanosecond_bounds_match_the_seconds_bounds(self) -> None:
+        """The C loop's integer bounds are the shared hop buckets, in nanoseconds."""
+        assert [ns / 1e9 for ns in HOP_BOUNDS_NS] == pytest.approx(list(HOP_BUCKETS))
