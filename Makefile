@@ -3,12 +3,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CODE := router_core app switchboard tests examples
+CODE := router_core app switchboard tests examples dashboards
 
-#: Debian packages the tests drive for real (installed when running as root).
-SYSTEM_PACKAGES := chromium
+#: Debian packages the tests drive for real (installed when running as root); each
+#: package's name is also the command that shows it is installed.
+SYSTEM_PACKAGES := chromium prometheus
+#: The dashboards' offline type check (typescript + @grafana/schema, pinned by the lock).
+NODE_MODULES := dashboards/typecheck/node_modules/.package-lock.json
 
-.PHONY: venv system-deps lint typecheck test run bench clean
+.PHONY: venv system-deps node-deps lint typecheck test run bench clean
 
 venv: $(STAMP)
 
@@ -30,14 +33,22 @@ system-deps:
 			--no-install-recommends $$missing >/dev/null; \
 	else echo "not installed (needs root to apt-get):$$missing"; fi
 
+# npm is part of the machine image; without it the type-check test fails under CI=true.
+node-deps: $(NODE_MODULES)
+
+$(NODE_MODULES): dashboards/typecheck/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix dashboards/typecheck --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the dashboard type check cannot run"; fi
+
 lint: venv
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 
 typecheck: venv
-	$(BIN)/mypy router_core app switchboard examples
+	$(BIN)/mypy router_core app switchboard examples dashboards
 
-test: system-deps lint typecheck
+test: system-deps node-deps lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 run: venv
@@ -47,4 +58,4 @@ bench: venv
 	$(BIN)/switchboard bench router $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dashboards/typecheck/node_modules
