@@ -174,7 +174,7 @@ def build_parser(*, with_up_flags: bool = True) -> argparse.ArgumentParser:
     ctl.add_argument("args", nargs="*", help="key=value arguments (values parsed as JSON)")
 
     bench = sub.add_parser("bench", help="run a benchmark")
-    bench.add_argument("suite", choices=("router", "e2e"))
+    bench.add_argument("suite", choices=("router", "e2e", "observability"))
     bench.add_argument("--quick", action="store_true", help="short run (under 60 s)")
     bench.add_argument("--json", dest="json_path", help="write the results here")
     return parser
@@ -391,6 +391,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from switchboard.bench.e2e import run_e2e_bench
 
             return run_e2e_bench(quick=args.quick, json_path=args.json_path)
+        if args.command == "bench" and args.suite == "observability":
+            from switchboard.bench.observability import run_observability_bench
+
+            return run_observability_bench(quick=args.quick, json_path=args.json_path)
         if args.command == "bench":
             from switchboard.bench.router import run_router_bench
 

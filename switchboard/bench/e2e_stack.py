@@ -59,11 +59,19 @@ class StackConfig:
     drain_timeout_s: float = 5.0
     graceful_timeout_s: float = 2.0
     stop_timeout_s: float = 10.0
+    #: Metrics (prometheus_client in workers) on, as ``switchboard up`` defaults.
+    metrics: bool = True
+    #: Where the stack exports traces (``--otlp-endpoint``); empty: tracing off.
+    otlp_endpoint: str = ""
+    #: Extra environment for the stack (``OTEL_TRACES_SAMPLER`` and the like).
+    env: tuple[tuple[str, str], ...] = ()
+    #: The configuration's name in reports; default ``1 worker``, ``2 workers``.
+    name: str = ""
 
     @property
     def label(self) -> str:
-        """``1 worker``, ``2 workers``."""
-        return f"{self.workers} worker{'' if self.workers == 1 else 's'}"
+        """The name, or ``1 worker``, ``2 workers``."""
+        return self.name or f"{self.workers} worker{'' if self.workers == 1 else 's'}"
 
 
 def free_port(host: str = HOST) -> int:
@@ -92,6 +100,7 @@ class Stack:
     def __init__(self, config: StackConfig, tmpdir: str | Path | None = None) -> None:
         self.config = config
         self.port = 0
+        self.admin_port = 0
         #: Seconds from launch to the serving line, and from SIGTERM to the last exit.
         self.start_s = 0.0
         self.stop_s = 0.0
@@ -119,19 +128,21 @@ class Stack:
             *("--drain-timeout-s", repr(c.drain_timeout_s)),
             *("--graceful-timeout", repr(c.graceful_timeout_s)),
             *("--stop-timeout-s", repr(c.stop_timeout_s)),
+            *(() if c.metrics else ("--no-metrics",)),
+            *(("--otlp-endpoint", c.otlp_endpoint) if c.otlp_endpoint else ()),
         ]
 
     def launch(self) -> None:
         """Start the supervisor without waiting for it (see :meth:`wait_serving`)."""
         parent = os.getpid()
-        env = dict(os.environ)
+        env = {**os.environ, **dict(self.config.env)}
         if self._tmpdir is not None:
             env["TMPDIR"] = str(self._tmpdir)
-        self.port = free_port()
+        self.port, self.admin_port = free_port(), free_port()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self._launched_at = time.monotonic()
         self._proc = subprocess.Popen(
-            self.argv(self.port, free_port()),
+            self.argv(self.port, self.admin_port),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._log,
