@@ -105,11 +105,12 @@ class TestTraceAcrossTheStack:
     def traced(
         self, log_dir: Path, monkeypatch: pytest.MonkeyPatch
     ) -> Iterator[tuple[AdminStack, OtlpReceiver]]:
-        """A receiver, and a stack exporting to it (quick batches) until both are stopped."""
+        """A receiver, and a stack told to export to it (``--otlp-endpoint``; standard
+        OTEL_* variables pass through: quick batches) until both are stopped."""
         with OtlpReceiver() as receiver:
-            monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
             monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-            with admin_stack(log_dir, workers=1) as stack:
+            endpoint = ("--otlp-endpoint", receiver.endpoint)
+            with admin_stack(log_dir, workers=1, extra_args=endpoint) as stack:
                 yield stack, receiver
             # Stopped: every process flushed its spans on the way out.
 
