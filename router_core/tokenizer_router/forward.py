@@ -97,7 +97,7 @@ class ForwardHop:
             self._counters.add("rejected", "unexpected_kind")
             return
         now_ns = time.time_ns()
-        if header.traceparent and tracing.enabled():
+        if tracing.enabled() and tracing.is_sampled(header.traceparent):
             with tracing.hop_span(
                 SPAN_NAME,
                 header.traceparent,
