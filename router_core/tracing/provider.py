@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = ["current_tracer", "enabled", "setup", "shutdown"]
 
-#: How long :func:`shutdown` waits for queued spans to be exported.
-FLUSH_TIMEOUT_MS: Final = 3000
+#: How long :func:`shutdown` waits for queued spans to be exported; then it gives up on
+#: them, so a stopping process never hangs on an unreachable collector.
+FLUSH_TIMEOUT_S: Final = 3.0
 
 
 class _Pipeline:
@@ -33,6 +34,7 @@ class _Pipeline:
         self.set_up = False
         self.enabled = False
         self.provider: TracerProvider | None = None
+        self.exporter: SpanExporter | None = None
         self.tracer: Tracer | None = None
         self.exit_hook_registered = False
 
@@ -74,8 +76,8 @@ def setup(role: str, instance_id: str, *, span_exporter: SpanExporter | None = N
         pipeline.set_up = True
         if span_exporter is None and not tracing_configured(os.environ):
             return False
-        provider = _make_provider(name, instance_id, span_exporter)
-        pipeline.provider = provider
+        provider, exporter = _make_provider(name, instance_id, span_exporter)
+        pipeline.provider, pipeline.exporter = provider, exporter
         pipeline.tracer = provider.get_tracer("switchboard")
         pipeline.enabled = True
         if not pipeline.exit_hook_registered:
@@ -88,7 +90,7 @@ def setup(role: str, instance_id: str, *, span_exporter: SpanExporter | None = N
 
 def _make_provider(
     name: str, instance_id: str, span_exporter: SpanExporter | None
-) -> TracerProvider:
+) -> tuple[TracerProvider, SpanExporter]:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -104,20 +106,29 @@ def _make_provider(
     provider.sampler = LinkedRootSampler(provider.sampler)
     if span_exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(span_exporter))
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        return provider, span_exporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return provider
+    exporter = OTLPSpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider, exporter
 
 
 def shutdown() -> None:
-    """Flush queued spans and shut the provider down; a no-op when off or done already."""
+    """Export queued spans (for up to :data:`FLUSH_TIMEOUT_S`) and shut the provider
+    down; a no-op when off or done already. Spans still unsent at the deadline (the
+    collector is unreachable) are dropped: the exporter is shut, ending its retries."""
     pipeline = _PIPELINE
     with pipeline.lock:
-        provider = pipeline.provider
+        provider, exporter = pipeline.provider, pipeline.exporter
         pipeline.set_up = pipeline.enabled = False
-        pipeline.provider = pipeline.tracer = None
-    if provider is not None:
-        provider.force_flush(FLUSH_TIMEOUT_MS)
-        provider.shutdown()
+        pipeline.provider = pipeline.tracer = pipeline.exporter = None
+    if provider is None:
+        return
+    # The SDK's shutdown waits for the exporter's retries (up to its 10 s timeout, and
+    # force_flush ignores its timeout), so it runs in a thread we stop waiting for.
+    closing = threading.Thread(target=provider.shutdown, name="tracing-shutdown", daemon=True)
+    closing.start()
+    closing.join(FLUSH_TIMEOUT_S)
+    if closing.is_alive() and exporter is not None:
+        exporter.shutdown()
