@@ -14,6 +14,7 @@ import ipaddress
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_parser", "console_url", "run"]
@@ -58,6 +59,11 @@ def add_parser(sub: Any, add_common: Any) -> None:
     parser.add_argument(
         "--control-endpoint", help="the tokenizer router's control endpoint (default: in --run-dir)"
     )
+    parser.add_argument(
+        "--detok-control-endpoint",
+        help="the detokenizer router's control endpoint, read by /metrics (default: in "
+        "--run-dir, else none)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument("--port", type=_port, default=8001, help="port to listen on (8001)")
     parser.add_argument(
@@ -79,11 +85,17 @@ def console_url(host: str, port: int, token: str | None = None) -> str:
     return f"http://{shown}:{port}/" + (f"#token={token}" if token else "")
 
 
+def _metrics_dir() -> Path | None:
+    """``PROMETHEUS_MULTIPROC_DIR`` (``switchboard up`` sets it), or None."""
+    found = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    return Path(found) if found else None
+
+
 def _settings(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from app.settings import AdminSettings
-    from router_core.endpoints import RouterEndpoints
+    from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
     from router_core.version import package_version
 
     if args.log_level.upper() not in logging.getLevelNamesMapping():
@@ -95,9 +107,14 @@ def _settings(args: argparse.Namespace) -> Any:
         if not os.path.isdir(args.run_dir):
             raise _Refused(f"--run-dir {args.run_dir}: not a directory")
         endpoint = RouterEndpoints.in_run_dir(args.run_dir).control
+    detok_endpoint = args.detok_control_endpoint
+    if detok_endpoint is None and args.run_dir is not None:
+        detok_endpoint = DetokenizerRouterEndpoints.in_run_dir(args.run_dir, 1).control
     try:
         return AdminSettings(
             control_endpoint=endpoint,
+            detok_control_endpoint=detok_endpoint,
+            metrics_dir=_metrics_dir(),
             host=args.host,
             port=args.port,
             allow_remote=args.allow_remote,
@@ -154,6 +171,11 @@ def run(args: argparse.Namespace) -> int:
         die_with_parent(args.parent_pid)
     from app.main import create_app
     from app.server import run_server
+    from router_core import tracing
 
-    run_server(create_app(settings), sock, log_level=args.log_level)
+    tracing.setup("admin", "admin")
+    try:
+        run_server(create_app(settings), sock, log_level=args.log_level)
+    finally:
+        tracing.shutdown()
     return 0

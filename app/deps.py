@@ -2,8 +2,9 @@
 
 ``Viewer`` and ``Operator`` authenticate the request (``Authorization: Bearer <token>``)
 and give the :class:`Principal`: no token or an unknown one is a 401, a viewer's token
-where an operator's is needed a 403. ``Router``, ``Hub``, ``Poller`` and ``Settings``
-are the lifespan's objects.
+where an operator's is needed a 403. ``MetricsReader`` is ``Viewer`` when
+:attr:`AdminSettings.metrics_need_token`, else nobody (None). ``Router``, ``Hub``,
+``Poller``, ``Settings`` and ``Metrics`` are the lifespan's objects.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.errors import ApiException
 from app.events import EventHub
+from app.metrics import HostMetrics
 from app.poller import EventPoller
 from app.router_api import RouterApi
 from app.settings import AdminSettings
 from app.state import AdminState
 from app.tokens import Principal
 
-__all__ = ["Hub", "Operator", "Poller", "Router", "Settings", "Viewer"]
+__all__ = ["Hub", "Metrics", "MetricsReader", "Operator", "Poller", "Router", "Settings", "Viewer"]
 
 #: Documents bearer auth in the OpenAPI schema; checking is ours (one error shape).
 _bearer = HTTPBearer(auto_error=False, description="a viewer's or an operator's token")
@@ -53,6 +55,19 @@ def _operator(principal: Annotated[Principal, Depends(_principal)]) -> Principal
     return principal
 
 
+def _metrics_reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal | None:
+    if not _state(request).settings.metrics_need_token:
+        return None
+    return _principal(request, credentials)
+
+
+def _metrics(request: Request) -> HostMetrics:
+    return _state(request).metrics
+
+
 def _router(request: Request) -> RouterApi:
     return _state(request).router
 
@@ -70,6 +85,8 @@ def _settings(request: Request) -> AdminSettings:
 
 
 Viewer = Annotated[Principal, Depends(_principal)]
+MetricsReader = Annotated[Principal | None, Depends(_metrics_reader)]
+Metrics = Annotated[HostMetrics, Depends(_metrics)]
 Operator = Annotated[Principal, Depends(_operator)]
 Router = Annotated[RouterApi, Depends(_router)]
 Hub = Annotated[EventHub, Depends(_hub)]

@@ -1,9 +1,11 @@
 """``create_app(settings)``: the admin app, its lifespan owning the control client and poller.
 
 Nothing happens before startup: the lifespan connects one
-:class:`~router_core.control.AsyncControlClient` to the router, starts the one
+:class:`~router_core.control.AsyncControlClient` to the router (and one to the
+detokenizer router when its endpoint is set, for ``/metrics``), starts the one
 :class:`~app.poller.EventPoller` task feeding the :class:`~app.events.EventHub`, and on
-shutdown ends every event stream, stops the poller and closes the client.
+shutdown ends every event stream, stops the poller and closes the clients. With tracing
+set up before :func:`create_app`, every request gets an ``admin <METHOD> <route>`` span.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from fastapi.staticfiles import StaticFiles
 from app import routers
 from app.errors import install_error_handlers
 from app.events import EventHub
+from app.http_spans import RouteTemplates, ServerSpans
+from app.metrics import HostMetrics
 from app.poller import EventPoller
 from app.router_api import RouterApi
 from app.settings import AdminSettings
 from app.state import AdminState
+from router_core import tracing
 from router_core.control import AsyncControlClient
 
 __all__ = ["create_app"]
@@ -67,13 +72,22 @@ def create_app(settings: AdminSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = AsyncControlClient(settings.control_endpoint, timeout_s=settings.control_timeout_s)
-        await client.start()
+        clients = {"tokenizer_router": client}
+        if settings.detok_control_endpoint is not None:
+            clients["detokenizer_router"] = AsyncControlClient(
+                settings.detok_control_endpoint, timeout_s=settings.metrics_timeout_s
+            )
+        for each in clients.values():
+            await each.start()
         router = RouterApi(
             client, admin_version=settings.version, timeout_s=settings.control_timeout_s
         )
         hub = EventHub(settings.subscriber_queue)
         poller = EventPoller(router, hub, settings.poll_interval_s)
-        app.state.admin = AdminState(settings, router, hub, poller)
+        metrics = HostMetrics(
+            clients, multiproc_dir=settings.metrics_dir, timeout_s=settings.metrics_timeout_s
+        )
+        app.state.admin = AdminState(settings, router, hub, poller, metrics)
         task = asyncio.create_task(poller.run(), name="admin-event-poller")
         try:
             yield
@@ -82,7 +96,8 @@ def create_app(settings: AdminSettings) -> FastAPI:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await client.close()
+            for each in clients.values():
+                await each.close()
 
     app = FastAPI(
         title="Switchboard admin",
@@ -98,7 +113,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
         redoc_url=None,
     )
     install_error_handlers(app)
-    for module in (
+    modules = (
         routers.workers,
         routers.status,
         routers.pause,
@@ -108,12 +123,17 @@ def create_app(settings: AdminSettings) -> FastAPI:
         routers.health,
         routers.whoami,
         routers.console,
-    ):
+        routers.metrics,
+    )
+    for module in modules:
         app.include_router(module.router)
     app.mount(
         "/static",
         StaticFiles(directory=settings.static_dir, check_dir=False),
         name="static",
     )
+    if tracing.enabled():
+        routes = [*app.router.routes, *(r for m in modules for r in m.router.routes)]
+        app.add_middleware(ServerSpans, role="admin", routes=RouteTemplates(routes))
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     return app

@@ -33,6 +33,20 @@ class AdminSettings(BaseSettings):
     control_endpoint: str = Field(
         min_length=1, description="the tokenizer router's control endpoint"
     )
+    detok_control_endpoint: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the detokenizer router's control endpoint, read by /metrics (unset: "
+        "no detokenizer router metrics)",
+    )
+    metrics_dir: Path | None = Field(
+        default=None,
+        description="the workers' and detokenizers' prometheus_client multiprocess "
+        "directory, aggregated by /metrics (unset: none)",
+    )
+    metrics_timeout_s: float = Field(
+        default=2.0, gt=0, le=60, description="seconds /metrics waits for each router"
+    )
     host: str = Field(default="127.0.0.1", min_length=1, description="address to listen on")
     port: int = Field(default=8001, ge=1, le=65535, description="port to listen on")
     allow_remote: bool = Field(default=False, description="permit a host beyond loopback")
@@ -63,9 +77,11 @@ class AdminSettings(BaseSettings):
 
     _tokens: TokenTable = PrivateAttr(default_factory=TokenTable)
 
-    @field_validator("control_endpoint")
+    @field_validator("control_endpoint", "detok_control_endpoint")
     @classmethod
-    def _usable_endpoint(cls, value: str) -> str:
+    def _usable_endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         try:
             # The router's own socket rules; remote control endpoints need allow_remote,
             # checked again in _coherent once allow_remote is known.
@@ -78,7 +94,9 @@ class AdminSettings(BaseSettings):
         if not self.allow_remote and not is_loopback_host(self.host):
             raise ValueError(f"host {self.host} is beyond loopback; pass --allow-remote")
         try:
-            check_endpoint(self.control_endpoint, allow_remote=self.allow_remote)
+            for endpoint in (self.control_endpoint, self.detok_control_endpoint):
+                if endpoint is not None:
+                    check_endpoint(endpoint, allow_remote=self.allow_remote)
         except EndpointError as exc:
             raise ValueError(str(exc)) from exc
         operators = parse_tokens(_reveal(self.operator_tokens), what=f"{ENV_PREFIX}OPERATOR_TOKENS")
@@ -95,6 +113,14 @@ class AdminSettings(BaseSettings):
     def tokens(self) -> TokenTable:
         """The accepted tokens, parsed."""
         return self._tokens
+
+    @property
+    def metrics_need_token(self) -> bool:
+        """Whether ``/metrics`` asks for a token (a viewer's or an operator's): when viewer
+        tokens are configured, or the app listens beyond loopback. Otherwise (a loopback
+        app with only operator tokens, e.g. the generated one) it is open, so a local
+        Prometheus scrapes it without credentials."""
+        return bool(self._tokens.viewers) or not is_loopback_host(self.host)
 
     def with_tokens(self, tokens: TokenTable) -> AdminSettings:
         """These settings accepting ``tokens`` instead (a generated operator token)."""

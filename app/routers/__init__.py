@@ -1,5 +1,27 @@
 """One router module per resource; :func:`app.main.create_app` includes them all."""
 
-from app.routers import console, events, gc, health, load, pause, status, whoami, workers
+from app.routers import (
+    console,
+    events,
+    gc,
+    health,
+    load,
+    metrics,
+    pause,
+    status,
+    whoami,
+    workers,
+)
 
-__all__ = ["console", "events", "gc", "health", "load", "pause", "status", "whoami", "workers"]
+__all__ = [
+    "console",
+    "events",
+    "gc",
+    "health",
+    "load",
+    "metrics",
+    "pause",
+    "status",
+    "whoami",
+    "workers",
+]

@@ -42,7 +42,7 @@ def _default_text(info: FieldInfo) -> str:
     if default is None:
         return "unset"
     if isinstance(default, bool):
-        return "off"
+        return "on" if default else "off"
     return str(default)
 
 
@@ -69,11 +69,11 @@ def add_parser(sub: Any) -> None:
         # SUPPRESS leaves a flag that was not given out of the namespace, so it does not
         # override the environment or the file with its default.
         if info.annotation is bool:
+            # --allow-remote / --no-allow-remote, --metrics / --no-metrics.
             parser.add_argument(
                 flag_name(name),
                 dest=name,
-                action="store_const",
-                const=True,
+                action=argparse.BooleanOptionalAction,
                 default=argparse.SUPPRESS,
                 help=_help(name, info),
             )

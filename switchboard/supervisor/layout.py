@@ -18,9 +18,11 @@ from router_core.endpoints import (
     worker_address,
 )
 from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
+from switchboard.supervisor.metrics_dir import MULTIPROC_ENV
 from switchboard.supervisor.settings import ENV_PREFIX, FOREIGN_ENV, StackSettings
 
 __all__ = [
+    "OTLP_ENDPOINT_ENV",
     "ROLE_ORDER",
     "START_GROUPS",
     "admin_url",
@@ -188,6 +190,7 @@ def stack_layout(
                 "admin",
                 *common,
                 *("--host", settings.host, "--port", str(settings.admin_port)),
+                *("--detok-control-endpoint", detok.control),
                 *remote,
             ),
             ready=ReadyCheck("http", f"{admin_url(settings)}/healthz"),
@@ -202,12 +205,24 @@ def stack_layout(
 OPERATOR_ENV = frozenset({"SWITCHBOARD_ADMIN_URL", "SWITCHBOARD_ADMIN_TOKEN"})
 
 
-def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+#: Where ``otlp_endpoint`` goes: the OpenTelemetry SDK's standard variable.
+OTLP_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+
+def child_environment(
+    environ: Mapping[str, str],
+    *,
+    metrics_dir: Path | None = None,
+    otlp_endpoint: str | None = None,
+) -> dict[str, str]:
     """The children's environment: ours, minus the stack's own settings variables.
 
     The children get every setting as a flag; a ``SWITCHBOARD_PORT`` left in their
     environment could only be misread by a child's own settings. Output is unbuffered
     so the children's log lines interleave with the supervisor's as they happen.
+    ``PROMETHEUS_MULTIPROC_DIR`` is ``metrics_dir``, or absent (metrics off) whatever
+    ours says; ``otlp_endpoint`` becomes ``OTEL_EXPORTER_OTLP_ENDPOINT``. Every other
+    ``OTEL_*`` variable (sampler, headers, ...) passes through as it is.
     """
     env = {
         name: value
@@ -216,4 +231,9 @@ def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
         or (name.upper() in FOREIGN_ENV and name.upper() not in OPERATOR_ENV)
     }
     env["PYTHONUNBUFFERED"] = "1"
+    env.pop(MULTIPROC_ENV, None)
+    if metrics_dir is not None:
+        env[MULTIPROC_ENV] = str(metrics_dir)
+    if otlp_endpoint is not None:
+        env[OTLP_ENDPOINT_ENV] = otlp_endpoint
     return env

@@ -155,6 +155,17 @@ class StackSettings(BaseSettings):
     restart_reset_after_s: float = Field(
         30.0, gt=0, description="a child up this long restarts after the initial delay again"
     )
+    metrics: bool = Field(
+        True,
+        description="workers and detokenizers record Prometheus metrics in <run dir>/metrics "
+        "(the admin app's /metrics serves them with the routers'); off: they record nothing",
+    )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP endpoint every process exports traces to, e.g. "
+        "http://127.0.0.1:4318 (sets OTEL_EXPORTER_OTLP_ENDPOINT for each child; unset: "
+        "the OTEL_* environment decides, and without an endpoint there is no tracing)",
+    )
 
     @field_validator("tokenizer", "run_dir")
     @classmethod
@@ -166,6 +177,16 @@ class StackSettings(BaseSettings):
     def _token_list(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
         if value is not None:
             parse_tokens(value.get_secret_value(), what=str(info.field_name))
+        return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        scheme, _, rest = value.partition("://")
+        if scheme not in ("http", "https") or not rest:
+            raise ValueError("must be an http:// or https:// URL")
         return value
 
     @field_validator("log_level")

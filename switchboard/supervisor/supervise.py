@@ -25,6 +25,7 @@ from switchboard.supervisor.layout import (
     http_url,
     stack_layout,
 )
+from switchboard.supervisor.metrics_dir import MetricsDirectory
 from switchboard.supervisor.readiness import (
     Probes,
     StartupAborted,
@@ -57,8 +58,10 @@ class Supervisor:
     line to ``out`` saying where the stack serves; restarts any child that exits with
     :class:`RestartBackoff` delays; and on the first signal drains the workers and stops
     everything in reverse order. A second signal skips what is left of the waiting.
-    ``run_dir`` must be open; the supervisor closes it when it stops. Nothing happens
-    before :meth:`run`.
+    ``run_dir`` must be open; the supervisor closes it when it stops. With
+    ``settings.metrics`` it owns ``<run dir>/metrics`` (:class:`MetricsDirectory`): made
+    empty before the first child starts, a child's live gauges retired whenever it exits,
+    removed at the end. Nothing happens before :meth:`run`.
     """
 
     def __init__(
@@ -70,7 +73,12 @@ class Supervisor:
         self.children: list[Child] = []
         self._stop = threading.Event()
         self._hurry = threading.Event()
-        self._env = child_environment(os.environ)
+        self.metrics_dir = MetricsDirectory(run_dir.path / "metrics") if settings.metrics else None
+        self._env = child_environment(
+            os.environ,
+            metrics_dir=None if self.metrics_dir is None else self.metrics_dir.path,
+            otlp_endpoint=settings.otlp_endpoint,
+        )
         #: The admin app's tokens, settled (perhaps generated) when :meth:`run` starts.
         self.admin: AdminAccess | None = None
 
@@ -92,6 +100,12 @@ class Supervisor:
         probes: Probes | None = None
         with self._signals_handled():
             try:
+                if self.metrics_dir is not None:
+                    try:
+                        self.metrics_dir.prepare()
+                    except OSError as exc:
+                        log.error("cannot make the metrics directory: %s", exc)
+                        return 1
                 self.admin = admin_access(settings)
                 layout = stack_layout(settings, path, os.getpid(), self.admin.environment())
                 self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
@@ -102,6 +116,8 @@ class Supervisor:
                 self._stop_all()
                 if probes is not None:
                     probes.close()
+                if self.metrics_dir is not None:
+                    self.metrics_dir.remove()
                 self.run_dir.close(f for child in self.children for f in child.spec.socket_files)
                 log.info("stopped; run dir %s", "removed" if self.run_dir.temporary else "cleaned")
 
@@ -184,6 +200,9 @@ class Supervisor:
         )
 
     def _schedule_restart(self, child: Child, code: int, now: float) -> None:
+        if self.metrics_dir is not None and child.pid is not None:
+            # Before the restart: its in-flight gauge must not outlive it.
+            self.metrics_dir.retire(child.pid)
         uptime = child.uptime()
         delay = child.backoff.next_delay(uptime)
         child.restart_at = now + delay

@@ -10,20 +10,32 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from app.http_spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
 from switchboard.text import Tokenizer
 from switchboard.worker import native, openai_api
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
+from switchboard.worker.metrics import Metrics, worker_metrics
 from switchboard.worker.middleware import AssumeJson, BodySizeLimit
+from switchboard.worker.observe import install_observers, outputs_observer
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = ["create_app"]
 
 
-def create_app(settings: WorkerSettings, tokenizer: Tokenizer) -> FastAPI:
+def create_app(
+    settings: WorkerSettings, tokenizer: Tokenizer, metrics: Metrics | None = None
+) -> FastAPI:
     """The worker's app; its lifespan opens the link (registering with the router) and
-    closes it (deregistering) after the last request. No I/O happens before startup."""
+    closes it (deregistering) after the last request. No I/O happens before startup.
+
+    ``metrics`` defaults to :func:`~switchboard.worker.metrics.worker_metrics` (recording
+    only when ``PROMETHEUS_MULTIPROC_DIR`` is set); server spans are made when tracing was
+    set up before this call.
+    """
+    if metrics is None:
+        metrics = worker_metrics(settings.worker_id)
     identity = WorkerIdentity(
         settings.worker_id,
         settings.link.address,
@@ -32,7 +44,7 @@ def create_app(settings: WorkerSettings, tokenizer: Tokenizer) -> FastAPI:
         version=settings.version,
         started_ns=time.time_ns(),
     )
-    link = WorkerLink(settings.link, identity)
+    link = WorkerLink(settings.link, identity, on_outputs=outputs_observer(metrics))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -50,10 +62,15 @@ def create_app(settings: WorkerSettings, tokenizer: Tokenizer) -> FastAPI:
     )
     app.state.settings = settings
     app.state.link = link
-    app.state.generation = Generation(link, tokenizer, settings)
-    install_error_handlers(app, link.counters, settings.retry_after_s)
+    app.state.metrics = metrics
+    app.state.generation = Generation(link, tokenizer, settings, metrics)
+    install_error_handlers(app, link.counters, settings.retry_after_s, metrics)
     app.add_middleware(AssumeJson)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, counters=link.counters)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_body_bytes, counters=link.counters, metrics=metrics
+    )
     app.include_router(native.router)
     app.include_router(openai_api.router)
+    routes = RouteTemplates([*app.router.routes, *native.router.routes, *openai_api.router.routes])
+    install_observers(app, metrics, routes)
     return app

@@ -9,6 +9,7 @@ import argparse
 import logging
 from typing import Any
 
+from router_core import tracing
 from router_core.endpoints import EndpointError, RouterEndpoints, worker_address
 from router_core.process import die_with_parent
 from router_core.worker_link import WorkerLinkSettings
@@ -89,7 +90,11 @@ def _settings(args: argparse.Namespace) -> WorkerSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM; 2 for a bad setting (one line on stderr, no traceback)."""
+    """Serve until SIGTERM; 2 for a bad setting (one line on stderr, no traceback).
+
+    Tracing is set up from the ``OTEL_*`` environment before the app is made (its server
+    spans exist only when tracing is on) and flushed when serving ends.
+    """
     # The HTTP stack loads only here, so `switchboard <anything else>` does not pay for it.
     from switchboard.worker.app import create_app
     from switchboard.worker.server import listen_socket, run_server
@@ -110,10 +115,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
-    run_server(
-        create_app(settings, tokenizer),
-        sock,
-        log_level=args.log_level,
-        graceful_timeout_s=args.graceful_timeout,
-    )
+    tracing.setup("worker", f"worker-{settings.worker_id}")
+    try:
+        run_server(
+            create_app(settings, tokenizer),
+            sock,
+            log_level=args.log_level,
+            graceful_timeout_s=args.graceful_timeout,
+        )
+    finally:
+        tracing.shutdown()
     return 0

@@ -18,6 +18,7 @@ from router_core.counters import Counters
 from router_core.worker_link import AdmissionRefused, RouterUnavailable
 from switchboard.worker.disconnect import ClientDisconnected
 from switchboard.worker.generation import PromptError, RequestAborted
+from switchboard.worker.metrics import BAD_REQUEST_STATUSES, NO_METRICS, Metrics
 
 __all__ = ["ModelNotFound", "error_body", "install_error_handlers"]
 
@@ -43,11 +44,16 @@ def _validation_message(error: RequestValidationError) -> tuple[str, str | None]
     return "; ".join(problems) or "invalid request", param
 
 
-def install_error_handlers(app: FastAPI, counters: Counters, retry_after_s: int) -> None:
-    """Map the worker's exceptions to responses, counting each under ``http_rejected``."""
+def install_error_handlers(
+    app: FastAPI, counters: Counters, retry_after_s: int, metrics: Metrics = NO_METRICS
+) -> None:
+    """Map the worker's exceptions to responses, counting each under ``http_rejected``
+    (and, for bad input, in ``metrics``)."""
 
     def reject(reason: str, status: int, body: dict[str, Any], **headers: str) -> JSONResponse:
         counters.add("http_rejected", reason)
+        if status in BAD_REQUEST_STATUSES:
+            metrics.bad_request(reason)
         return JSONResponse(body, status_code=status, headers=headers or None)
 
     async def on_validation(request: Request, error: Exception) -> JSONResponse:

@@ -16,11 +16,13 @@ from collections.abc import AsyncGenerator, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from app.http_spans import server_traceparent
 from router_core.wire import Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
 from router_core.worker_link import OutputRow, WorkerLink, finish_reason_of
 from switchboard.text import Tokenizer
+from switchboard.worker.metrics import NO_METRICS, Metrics
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = [
@@ -111,12 +113,23 @@ def _chunk(rows: Sequence[OutputRow]) -> TextChunk:
 
 
 class Generation:
-    """The worker's requests to the engine, over one :class:`WorkerLink`."""
+    """The worker's requests to the engine, over one :class:`WorkerLink`.
 
-    def __init__(self, link: WorkerLink, tokenizer: Tokenizer, settings: WorkerSettings) -> None:
+    Each request carries the HTTP request's server span as its ``traceparent`` (when one
+    is sampled), and each generation's tokens and timing go to ``metrics``.
+    """
+
+    def __init__(
+        self,
+        link: WorkerLink,
+        tokenizer: Tokenizer,
+        settings: WorkerSettings,
+        metrics: Metrics = NO_METRICS,
+    ) -> None:
         self.link = link
         self.tokenizer = tokenizer
         self.settings = settings
+        self.metrics = metrics
         self._max_token_chars = tokenizer.max_token_chars
 
     # ------------------------------------------------------------------ prompts
@@ -215,11 +228,13 @@ class Generation:
             created_ns=time.time_ns(),
         )
         with self.link.open_stream(rid) as stream:
-            await self.link.send_request(Kind.GENERATE, request)
+            await self.link.send_request(Kind.GENERATE, request, traceparent=server_traceparent())
+            timer = self.metrics.generation(len(prompt.ids))
             while True:
                 first = await stream.next_row()
                 rows = [first, *stream.take_ready()]
                 chunk = _chunk(rows)
+                timer.chunk(chunk.completion_tokens, finished=chunk.finish_reason is not None)
                 yield chunk
                 if chunk.finish_reason is not None:
                     return
@@ -253,7 +268,7 @@ class Generation:
             rid=rid, input_ids=prompt.ids, text=prompt.text, created_ns=time.time_ns()
         )
         with self.link.open_stream(rid) as stream:
-            await self.link.send_request(Kind.EMBED, request)
+            await self.link.send_request(Kind.EMBED, request, traceparent=server_traceparent())
             while True:
                 row = await stream.next_row()
                 reason = finish_reason_of(row)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from router_core.counters import Counters
+from switchboard.worker.metrics import NO_METRICS, Metrics
 
 __all__ = ["AssumeJson", "BodySizeLimit"]
 
@@ -40,12 +41,16 @@ class _TooLarge(Exception):
 
 
 class BodySizeLimit:
-    """Answer 413 to a request whose body exceeds ``max_bytes`` (declared or streamed)."""
+    """Answer 413 to a request whose body exceeds ``max_bytes`` (declared or streamed),
+    counted in ``counters`` and ``metrics`` as ``body_too_large``."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, counters: Counters) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, counters: Counters, metrics: Metrics = NO_METRICS
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.counters = counters
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -80,6 +85,7 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         self.counters.add("http_rejected", "body_too_large")
+        self.metrics.bad_request("body_too_large")
         body = (
             b'{"error":{"message":"request body exceeds %d bytes","type":'
             b'"invalid_request_error","param":null,"code":413}}' % self.max_bytes

@@ -119,7 +119,8 @@ class TestAdminChild:
 
     def test_admin_child(self, tmp_path: Path) -> None:
         """switchboard admin on host:admin_port, ready on /healthz, tokens in its env only."""
-        settings = load_settings({"admin_port": "9101", "admin_operator_tokens": "ops:tok"})
+        secret = "s3cretAdminT0ken"
+        settings = load_settings({"admin_port": "9101", "admin_operator_tokens": f"ops:{secret}"})
         env = admin_access(settings).environment()
         admin = {spec.name: spec for spec in stack_layout(settings, tmp_path, 7, env)}["admin"]
         argv = list(admin.argv)
@@ -127,8 +128,10 @@ class TestAdminChild:
         assert argv[argv.index("--port") + 1] == "9101"
         assert argv[argv.index("--host") + 1] == "127.0.0.1"
         assert (admin.ready.kind, admin.ready.target) == ("http", "http://127.0.0.1:9101/healthz")
-        assert admin.env == env and not any("tok" in part for part in argv)
-        assert "tok" not in repr(admin) and admin.socket_files == ()
+        assert admin.env == env and not any(secret in part for part in argv)
+        assert secret not in repr(admin) and admin.socket_files == ()
+        detok = argv[argv.index("--detok-control-endpoint") + 1]
+        assert detok == f"ipc://{tmp_path}/detok-router-control"
 
     def test_starts_after_the_router_and_stops_first(self) -> None:
         """The admin app starts with the detokenizer router, once the router is ready."""

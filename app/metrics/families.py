@@ -1,0 +1,207 @@
+"""A router's ``metrics`` snapshot as Prometheus families (``docs/metrics.md``).
+
+Pure: :func:`router_families` turns the plain data a router answers to the ``metrics``
+control command into ``prometheus_client`` metric families, and :func:`router_up_family`
+says which routers answered. The snapshot's shape (both routers; keys marked "tokenizer
+router only" are absent from the detokenizer router's)::
+
+    {"process": "tokenizer_router" | "detokenizer_router",
+     "traffic": [{"route", "worker", "messages", "bytes"}, ...],
+     "dropped": {reason: n}, "rejected": {reason: n},
+     "histograms": {"hop_latency_seconds": {route: H}, "split_batch_rows": {route: H},
+                    "pause_barrier_seconds": {operation: H}},
+     "backlog_messages": n,
+     # tokenizer router only:
+     "workers": [{"worker", "state", "up", "last_heartbeat_unix_s", "in_flight"}, ...],
+     "workers_by_state": {state: n}, "paused": bool, "pause_state_since_unix_s": t,
+     "pause_operations": [{"operation", "mode", "result", "count"}, ...],
+     "engine": {"up", "running", "waiting", "max_running", "token_usage"}}
+
+where ``H`` is ``{"buckets": [[le, cumulative], ..., ["+Inf", n]], "sum", "count"}``
+(:meth:`router_core.histogram.Histogram.snapshot`). A snapshot of another shape raises
+``KeyError``, ``TypeError`` or ``ValueError``; the caller treats that router as unread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.utils import floatToGoString
+
+__all__ = ["HELP", "router_families", "router_up_family", "worker_ids_by_address"]
+
+#: Each router family's HELP text (the catalogue's meaning, shortened).
+HELP: Final[Mapping[str, str]] = {
+    "switchboard_messages_total": "messages per route and worker",
+    "switchboard_message_bytes_total": "bytes of those messages, all frames",
+    "switchboard_dropped_messages_total": "messages a router dropped, by reason",
+    "switchboard_rejected_frames_total": "inbound messages a router refused, by reason",
+    "switchboard_hop_latency_seconds": "from the sender's sent_ns to receipt, per route",
+    "switchboard_split_batch_rows": "rows per batch message a router split",
+    "switchboard_router_backlog_messages": "messages queued in a router's bounded backlogs",
+    "switchboard_router_up": "1 if the admin app read the router's metrics at this scrape",
+    "switchboard_workers": "registered workers by state",
+    "switchboard_worker_up": "1 while the worker is registered and heartbeating",
+    "switchboard_worker_last_heartbeat_timestamp_seconds": "Unix time of the last heartbeat",
+    "switchboard_worker_in_flight_requests": "requests in flight, per the last heartbeat",
+    "switchboard_paused": "1 while generation is paused",
+    "switchboard_pause_state_since_timestamp_seconds": "Unix time the pause state last changed",
+    "switchboard_pause_operations_total": "finished pause/continue operations",
+    "switchboard_pause_barrier_seconds": "from broadcast to answer (all acknowledged, or timeout)",
+    "switchboard_engine_up": "1 if the engine sent an event within the engine timeout",
+    "switchboard_engine_running_requests": "requests running in the engine",
+    "switchboard_engine_waiting_requests": "requests waiting in the engine's queue",
+    "switchboard_engine_max_running_requests": "the engine's running-request capacity",
+    "switchboard_engine_token_usage_ratio": "share of the engine's token capacity in use, 0-1",
+}
+
+#: Snapshot histogram key -> (family, label name).
+_HISTOGRAMS: Final = (
+    ("hop_latency_seconds", "switchboard_hop_latency_seconds", "route"),
+    ("split_batch_rows", "switchboard_split_batch_rows", "route"),
+    ("pause_barrier_seconds", "switchboard_pause_barrier_seconds", "operation"),
+)
+#: Engine snapshot key -> gauge family.
+_ENGINE: Final = (
+    ("running", "switchboard_engine_running_requests"),
+    ("waiting", "switchboard_engine_waiting_requests"),
+    ("max_running", "switchboard_engine_max_running_requests"),
+    ("token_usage", "switchboard_engine_token_usage_ratio"),
+)
+
+
+def _counter(name: str, labels: list[str]) -> CounterMetricFamily:
+    return CounterMetricFamily(name, HELP[name], labels=labels)
+
+
+def _gauge(name: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, HELP[name], labels=labels or [])
+
+
+def _le(bound: float | str) -> str:
+    """A bucket bound spelt as prometheus_client spells it (``0.005``, ``+Inf``), so the
+    routers' buckets and the workers' are the same series."""
+    text: str = floatToGoString(float(bound))  # type: ignore[no-untyped-call]  # untyped in 0.26
+    return text
+
+
+def _histogram(name: str, label: str, series: Mapping[str, Any]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, HELP[name], labels=[label])
+    for value, snapshot in sorted(series.items()):
+        buckets = [(_le(le), float(count)) for le, count in snapshot["buckets"]]
+        if not buckets or buckets[-1][0] != "+Inf":
+            raise ValueError(f"{name}{{{label}={value!r}}}: buckets do not end at +Inf")
+        family.add_metric([str(value)], buckets, float(snapshot["sum"]))
+    return family
+
+
+def _fabric(
+    process: str, snapshot: Mapping[str, Any], worker_ids: Mapping[str, str]
+) -> Iterable[Metric]:
+    """Traffic, drops, rejects, histograms and backlog: both routers report these."""
+    messages = _counter("switchboard_messages_total", ["route", "worker"])
+    size = _counter("switchboard_message_bytes_total", ["route", "worker"])
+    for row in snapshot["traffic"]:
+        peer = str(row["worker"])
+        labels = [str(row["route"]), worker_ids.get(peer, peer)]
+        messages.add_metric(labels, float(row["messages"]))
+        size.add_metric(labels, float(row["bytes"]))
+    yield messages
+    yield size
+    for key, name in (
+        ("dropped", "switchboard_dropped_messages_total"),
+        ("rejected", "switchboard_rejected_frames_total"),
+    ):
+        family = _counter(name, ["process", "reason"])
+        for reason, count in sorted(snapshot[key].items()):
+            family.add_metric([process, str(reason)], float(count))
+        yield family
+    histograms = snapshot["histograms"]
+    for key, name, label in _HISTOGRAMS:
+        if key in histograms:
+            yield _histogram(name, label, histograms[key])
+    backlog = _gauge("switchboard_router_backlog_messages", ["process"])
+    backlog.add_metric([process], float(snapshot["backlog_messages"]))
+    yield backlog
+
+
+def _workers(snapshot: Mapping[str, Any]) -> Iterable[Metric]:
+    """Registry and pause state: the tokenizer router's own."""
+    by_state = _gauge("switchboard_workers", ["state"])
+    for state, count in sorted(snapshot["workers_by_state"].items()):
+        by_state.add_metric([str(state)], float(count))
+    up = _gauge("switchboard_worker_up", ["worker"])
+    heartbeat = _gauge("switchboard_worker_last_heartbeat_timestamp_seconds", ["worker"])
+    in_flight = _gauge("switchboard_worker_in_flight_requests", ["worker"])
+    seen: set[str] = set()
+    for row in snapshot["workers"]:
+        worker = str(row["worker"])
+        if worker in seen:  # a live record comes first; an id is one series
+            continue
+        seen.add(worker)
+        up.add_metric([worker], float(row["up"]))
+        heartbeat.add_metric([worker], float(row["last_heartbeat_unix_s"]))
+        in_flight.add_metric([worker], float(row["in_flight"]))
+    paused = _gauge("switchboard_paused")
+    paused.add_metric([], 1.0 if snapshot["paused"] else 0.0)
+    since = _gauge("switchboard_pause_state_since_timestamp_seconds")
+    since.add_metric([], float(snapshot["pause_state_since_unix_s"]))
+    operations = _counter("switchboard_pause_operations_total", ["operation", "mode", "result"])
+    for row in snapshot["pause_operations"]:
+        labels = [str(row["operation"]), str(row["mode"]), str(row["result"])]
+        operations.add_metric(labels, float(row["count"]))
+    yield from (by_state, up, heartbeat, in_flight, paused, since, operations)
+
+
+def _engine(engine: Mapping[str, Any] | None) -> Iterable[Metric]:
+    """The engine's latest load; without one only ``switchboard_engine_up`` (0)."""
+    up = _gauge("switchboard_engine_up")
+    up.add_metric([], 1.0 if engine and engine["up"] else 0.0)
+    yield up
+    if not engine:
+        return
+    for key, name in _ENGINE:
+        family = _gauge(name)
+        family.add_metric([], float(engine[key]))
+        yield family
+
+
+def worker_ids_by_address(snapshot: Mapping[str, Any] | None) -> dict[str, str]:
+    """``{return address: worker id}`` of the workers in a tokenizer router's snapshot.
+
+    The detokenizer router knows a worker only by the return address its rows carry;
+    this turns its ``worker`` labels into the ids every other family uses.
+    """
+    if not snapshot:
+        return {}
+    rows = snapshot.get("workers") or ()
+    return {str(row["address"]): str(row["worker"]) for row in rows if row.get("address")}
+
+
+def router_families(
+    snapshot: Mapping[str, Any], worker_ids: Mapping[str, str] | None = None
+) -> list[Metric]:
+    """The families of one router's snapshot; the tokenizer router's include the
+    registry, pause and engine families. A traffic ``worker`` that is a key of
+    ``worker_ids`` (a return address) is reported as its value (the worker id)."""
+    process = str(snapshot["process"])
+    families = list(_fabric(process, snapshot, worker_ids or {}))
+    if "workers" in snapshot:
+        families += _workers(snapshot)
+        families += _engine(snapshot.get("engine"))
+    return families
+
+
+def router_up_family(answered: Mapping[str, bool]) -> Metric:
+    """``switchboard_router_up{process}``: 1 for each router read at this scrape, else 0."""
+    family = _gauge("switchboard_router_up", ["process"])
+    for process, ok in sorted(answered.items()):
+        family.add_metric([process], 1.0 if ok else 0.0)
+    return family

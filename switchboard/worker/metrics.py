@@ -1,0 +1,253 @@
+"""The worker's Prometheus metrics (``docs/metrics.md``, "HTTP serving"), or none at all.
+
+:func:`worker_metrics` returns a :class:`PrometheusMetrics` when ``PROMETHEUS_MULTIPROC_DIR``
+is set (``switchboard up`` sets it for every child), writing through ``prometheus_client``
+in multiprocess mode into that directory, which the admin app aggregates; otherwise
+:data:`NO_METRICS`, whose methods do nothing and which imports nothing, so a worker with
+metrics off pays a method call per event. Every series carries ``worker`` (the worker id);
+histograms use the shared bounds of :mod:`router_core.histogram`, so they merge with the
+routers' families bucket by bucket.
+
+Request timing starts when the HTTP middleware calls :meth:`Metrics.http_started`, which
+also marks the request's arrival for the generations it starts (a context variable,
+inherited by the tasks and the streaming body of that request): time to first token and
+end-to-end latency count from there, including a wait for admission while paused.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextvars import ContextVar
+from functools import cache
+from typing import TYPE_CHECKING, Final
+
+from router_core.histogram import E2E_BUCKETS, HOP_BUCKETS, HTTP_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Gauge, Histogram
+
+__all__ = [
+    "BAD_REQUEST_REASONS",
+    "BAD_REQUEST_STATUSES",
+    "MULTIPROC_ENV",
+    "NO_METRICS",
+    "GenerationTimer",
+    "Metrics",
+    "PrometheusMetrics",
+    "worker_metrics",
+]
+
+#: Where prometheus_client's multiprocess mode keeps its files (set before it is imported).
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+#: Statuses that mean "bad input": these refusals count in ``switchboard_bad_requests_total``.
+BAD_REQUEST_STATUSES: Final = frozenset({400, 413})
+#: The worker's bad-input reasons, reported at 0 from the start so the series exist.
+BAD_REQUEST_REASONS: Final = ("invalid_request", "invalid_prompt", "body_too_large")
+
+#: When the HTTP request being handled arrived (``time.monotonic()``), set by the middleware.
+_ARRIVED: ContextVar[float | None] = ContextVar("switchboard_worker_request_arrived", default=None)
+
+
+class GenerationTimer:
+    """One generation's token timing; this base records nothing (metrics off)."""
+
+    __slots__ = ()
+
+    def chunk(self, completion_tokens: int, *, finished: bool) -> None:
+        """A chunk reached the client: ``completion_tokens`` generated so far, in total."""
+
+
+class Metrics:
+    """What the worker records; this base records nothing (metrics off)."""
+
+    enabled: bool = False
+
+    def http_started(self) -> float:
+        """A request arrived: count it in flight; its arrival time, to pass back when it ends.
+
+        Generations started while the request is handled time themselves from here.
+        """
+        return 0.0
+
+    def http_finished(self, arrived: float, handler: str, status: int) -> None:
+        """The request that :meth:`http_started` returned ``arrived`` for has answered
+        ``status`` (its last byte is sent, or it failed): count it and its duration."""
+
+    def bad_request(self, reason: str) -> None:
+        """A request was refused as bad input (400 or 413) for ``reason``."""
+
+    def generation(self, prompt_tokens: int) -> GenerationTimer:
+        """A generation request of ``prompt_tokens`` was sent: its timer."""
+        return _NO_TIMER
+
+    def backward_hop(self, latency_s: float, rows: int) -> None:
+        """An output message arrived ``latency_s`` after its sender stamped it."""
+
+
+_NO_TIMER: Final = GenerationTimer()
+#: The recorder of a worker with metrics off.
+NO_METRICS: Final = Metrics()
+
+
+class _Families:
+    """The worker's metric families, created once per process (prometheus_client keeps
+    one value file per process and family kind, whatever the registry)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
+        # registry=None: the admin app reads the multiprocess directory, never this process.
+        self.requests: Final[Counter] = Counter(
+            "switchboard_http_requests_total",
+            "HTTP requests answered",
+            ["worker", "handler", "status"],
+            registry=None,
+        )
+        self.duration: Final[Histogram] = Histogram(
+            "switchboard_http_request_duration_seconds",
+            "HTTP request handling, from request start to the last byte of the response",
+            ["worker", "handler"],
+            buckets=HTTP_BUCKETS,
+            registry=None,
+        )
+        self.in_flight: Final[Gauge] = Gauge(
+            "switchboard_http_requests_in_flight",
+            "HTTP requests being handled now",
+            ["worker"],
+            multiprocess_mode="livesum",
+            registry=None,
+        )
+        self.ttft: Final[Histogram] = Histogram(
+            "switchboard_time_to_first_token_seconds",
+            "from request arrival to the first generated token",
+            ["worker"],
+            buckets=TTFT_BUCKETS,
+            registry=None,
+        )
+        self.itl: Final[Histogram] = Histogram(
+            "switchboard_inter_token_latency_seconds",
+            "between consecutive chunks of a stream, per token of the later chunk",
+            ["worker"],
+            buckets=ITL_BUCKETS,
+            registry=None,
+        )
+        self.e2e: Final[Histogram] = Histogram(
+            "switchboard_e2e_request_latency_seconds",
+            "a generation request from arrival to its last token",
+            ["worker"],
+            buckets=E2E_BUCKETS,
+            registry=None,
+        )
+        self.prompt_tokens: Final[Counter] = Counter(
+            "switchboard_prompt_tokens_total",
+            "prompt tokens of generation requests",
+            ["worker"],
+            registry=None,
+        )
+        self.generation_tokens: Final[Counter] = Counter(
+            "switchboard_generation_tokens_total", "tokens generated", ["worker"], registry=None
+        )
+        self.bad_requests: Final[Counter] = Counter(
+            "switchboard_bad_requests_total",
+            "requests refused as bad input (400/413), by reason",
+            ["worker", "reason"],
+            registry=None,
+        )
+        self.hop_latency: Final[Histogram] = Histogram(
+            "switchboard_hop_latency_seconds",
+            "from the sender's sent_ns to receipt, per route",
+            ["route"],
+            buckets=HOP_BUCKETS,
+            registry=None,
+        )
+
+
+@cache
+def _families() -> _Families:
+    """The families, made on first use: a second set in one process would share files."""
+    return _Families()
+
+
+class _Timer(GenerationTimer):
+    __slots__ = ("_arrived", "_e2e", "_generated", "_itl", "_last", "_tokens", "_ttft")
+
+    def __init__(self, metrics: PrometheusMetrics, arrived: float) -> None:
+        self._arrived = arrived
+        self._ttft = metrics.ttft
+        self._itl = metrics.itl
+        self._e2e = metrics.e2e
+        self._generated = metrics.generation_tokens
+        self._tokens = 0
+        self._last: float | None = None
+
+    def chunk(self, completion_tokens: int, *, finished: bool) -> None:
+        now = time.monotonic()
+        new = completion_tokens - self._tokens
+        if new > 0:
+            if self._last is None:
+                self._ttft.observe(now - self._arrived)
+            else:
+                # One observation per token of this chunk, each the gap shared out.
+                per_token = (now - self._last) / new
+                for _ in range(new):
+                    self._itl.observe(per_token)
+            self._generated.inc(new)
+            self._tokens = completion_tokens
+            self._last = now
+        if finished:
+            self._e2e.observe(now - self._arrived)
+
+
+class PrometheusMetrics(Metrics):
+    """The worker's series in the multiprocess directory, all labelled ``worker``."""
+
+    enabled = True
+
+    def __init__(self, worker_id: str) -> None:
+        families = _families()
+        self.worker_id = worker_id
+        self._families = families
+        self.in_flight = families.in_flight.labels(worker=worker_id)
+        self.in_flight.set(0)  # the series exists (at 0) before the first request
+        self.ttft = families.ttft.labels(worker=worker_id)
+        self.itl = families.itl.labels(worker=worker_id)
+        self.e2e = families.e2e.labels(worker=worker_id)
+        self.prompt_tokens = families.prompt_tokens.labels(worker=worker_id)
+        self.generation_tokens = families.generation_tokens.labels(worker=worker_id)
+        self.backward = families.hop_latency.labels(route="backward")
+        for reason in BAD_REQUEST_REASONS:
+            families.bad_requests.labels(worker=worker_id, reason=reason)
+
+    def http_started(self) -> float:
+        arrived = time.monotonic()
+        _ARRIVED.set(arrived)
+        self.in_flight.inc()
+        return arrived
+
+    def http_finished(self, arrived: float, handler: str, status: int) -> None:
+        self.in_flight.dec()
+        families = self._families
+        families.requests.labels(worker=self.worker_id, handler=handler, status=str(status)).inc()
+        families.duration.labels(worker=self.worker_id, handler=handler).observe(
+            time.monotonic() - arrived
+        )
+
+    def bad_request(self, reason: str) -> None:
+        self._families.bad_requests.labels(worker=self.worker_id, reason=reason).inc()
+
+    def generation(self, prompt_tokens: int) -> GenerationTimer:
+        self.prompt_tokens.inc(prompt_tokens)
+        arrived = _ARRIVED.get()
+        return _Timer(self, time.monotonic() if arrived is None else arrived)
+
+    def backward_hop(self, latency_s: float, rows: int) -> None:
+        self.backward.observe(max(latency_s, 0.0))
+
+
+def worker_metrics(worker_id: str) -> Metrics:
+    """:class:`PrometheusMetrics` for ``worker_id`` if ``PROMETHEUS_MULTIPROC_DIR`` is set,
+    else :data:`NO_METRICS`. Call once per process, after the environment is final."""
+    if not os.environ.get(MULTIPROC_ENV):
+        return NO_METRICS
+    return PrometheusMetrics(worker_id)
