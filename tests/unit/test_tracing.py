@@ -7,6 +7,7 @@ and shuts it down at teardown, so no test leaks a tracer into the next.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -365,3 +366,29 @@ class TestEngineLinkTracing:
         assert [link.context.span_id for link in emit.links] == [engine.context.span_id]
         assert engine.end_time is not None and emit.end_time is not None
         assert engine.end_time >= emit.end_time
+
+
+class TestShutdownBound:
+    """A process never hangs on its way out because the collector is unreachable."""
+
+    def test_shutdown_with_dead_endpoint_is_bounded(self) -> None:
+        """With nobody listening, shutdown gives up after FLUSH_TIMEOUT_S, not the
+        exporter's 10 s retries."""
+        code = (
+            "import time\nfrom router_core import tracing\n"
+            "from router_core.tracing.provider import FLUSH_TIMEOUT_S\n"
+            "assert tracing.setup('engine', 'engine')\n"
+            "with tracing.hop_span('x', ''): pass\n"
+            "start = time.monotonic(); tracing.shutdown()\n"
+            "print(time.monotonic() - start, FLUSH_TIMEOUT_S)\n"
+        )
+        with socket.socket() as probe:  # a port that refuses: bound, never listening
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+            out = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+            )
+        took, bound = map(float, out.stdout.split())
+        assert took < bound + 1.0
