@@ -322,10 +322,11 @@ def _ctl(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(service: Service, args: argparse.Namespace, role: str, instance: str = "") -> int:
-    """Run a process's loop until signalled, traced as ``role`` when OTEL_* says so.
+def _serve(service: Service, args: argparse.Namespace, role: str = "") -> int:
+    """Run a process's loop until signalled.
 
-    ``instance`` names this process among its role's (``service.instance.id``).
+    A router (``role`` given) is traced as that role when ``OTEL_*`` says so; the engine
+    and the detokenizers set up their own tracing in ``run``.
     """
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -333,7 +334,8 @@ def _serve(service: Service, args: argparse.Namespace, role: str, instance: str 
     )
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
-    tracing.setup(role, instance or role)
+    if role:
+        tracing.setup(role, role)
     try:
         serve_until_signalled(service)
     finally:
@@ -363,12 +365,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "detok-router":
             return _serve(_detok_router(args), args, "detokenizer-router")
         if args.command == "engine":
-            return _serve(_engine(args), args, "engine")
+            return _serve(_engine(args), args)
         if args.command == "detokenizer":
             from switchboard.detokenizer.cli import build as build_detokenizer
 
-            detokenizer = build_detokenizer(args)
-            return _serve(detokenizer, args, "detokenizer", f"detokenizer-{args.index}")
+            return _serve(build_detokenizer(args), args)
         if args.command == "worker":
             from switchboard.worker.cli import run as run_worker
 

@@ -61,10 +61,10 @@ def hop_span(
     exception escaping the block is recorded on the span. Off: yields ``INVALID_SPAN``.
     """
     tracer = current_tracer()
-    if tracer is None:
+    valid, context = _parent(traceparent, tracestate) if tracer is not None else (False, None)
+    if tracer is None or not valid:
         yield _invalid_span()
         return
-    context = _extract(traceparent, tracestate) if traceparent else None
     with tracer.start_as_current_span(
         name, context=context, kind=_span_kind(kind), attributes=_attributes(attributes)
     ) as span:
@@ -122,9 +122,9 @@ def start_span(
     It is not made current. Off: returns ``INVALID_SPAN`` (ending it does nothing).
     """
     tracer = current_tracer()
-    if tracer is None:
+    valid, context = _parent(traceparent, tracestate) if tracer is not None else (False, None)
+    if tracer is None or not valid:
         return _invalid_span()
-    context = _extract(traceparent, tracestate) if traceparent else None
     return tracer.start_span(
         name, context=context, kind=_span_kind(kind), attributes=_attributes(attributes)
     )
@@ -152,6 +152,19 @@ def traceparent_of(span: Span | None) -> str:
 def _distinct_sampled(row_traceparents: Sequence[str]) -> list[str]:
     """The sampled entries, each once, in first-seen order."""
     return list(dict.fromkeys(tp for tp in row_traceparents if tp and is_sampled(tp)))
+
+
+def _parent(traceparent: str, tracestate: str) -> tuple[bool, Context | None]:
+    """``(usable, parent context)`` of a new span: ``(True, None)`` (the current span, or
+    a root) for ``""``; ``(False, None)`` when ``traceparent`` does not parse, so that a
+    hop never turns a garbled context into a new trace (only HTTP entry points start
+    traces)."""
+    if not traceparent:
+        return True, None
+    from opentelemetry.trace import get_current_span
+
+    context = _extract(traceparent, tracestate)
+    return get_current_span(context).get_span_context().is_valid, context
 
 
 def _extract(traceparent: str, tracestate: str) -> Context:

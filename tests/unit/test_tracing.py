@@ -192,6 +192,20 @@ class TestHopSpan:
         assert root.parent is None
         assert ids(outgoing) == (root.context.trace_id, root.context.span_id)
 
+    @pytest.mark.parametrize("garbled", ["garbage", "00-" + "0" * 32 + "-" + "1" * 16 + "-01"])
+    def test_malformed_context_makes_no_span(
+        self, exporter: InMemorySpanExporter, garbled: str
+    ) -> None:
+        """A context that does not parse (or names the invalid all-zero trace) makes no
+        span and no new trace: a hop only joins traces, it never starts one."""
+        with tracing.hop_span("router forward", garbled) as span:
+            assert not span.is_recording()
+            assert tracing.traceparent_of(span) == ""
+        manual = tracing.start_span("engine request", garbled)
+        assert not manual.get_span_context().is_valid
+        manual.end()
+        assert exporter.get_finished_spans() == ()
+
     def test_exception_is_recorded(self, exporter: InMemorySpanExporter) -> None:
         """An exception escaping the block is recorded on the span and re-raised."""
         with pytest.raises(RuntimeError), tracing.hop_span("boom", SAMPLED):
