@@ -216,6 +216,8 @@ class PrometheusMetrics(Metrics):
         self.prompt_tokens = families.prompt_tokens.labels(worker=worker_id)
         self.generation_tokens = families.generation_tokens.labels(worker=worker_id)
         self.backward = families.hop_latency.labels(route="backward")
+        #: (handler, status) -> its request counter and duration histogram children.
+        self._answered: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         for reason in BAD_REQUEST_REASONS:
             families.bad_requests.labels(worker=worker_id, reason=reason)
 
@@ -226,12 +228,19 @@ class PrometheusMetrics(Metrics):
         return arrived
 
     def http_finished(self, arrived: float, handler: str, status: int) -> None:
+        elapsed = time.monotonic() - arrived
         self.in_flight.dec()
-        families = self._families
-        families.requests.labels(worker=self.worker_id, handler=handler, status=str(status)).inc()
-        families.duration.labels(worker=self.worker_id, handler=handler).observe(
-            time.monotonic() - arrived
-        )
+        children = self._answered.get((handler, status))
+        if children is None:
+            # Few keys: handlers are route templates, statuses a handful of codes.
+            families, worker = self._families, self.worker_id
+            children = self._answered[(handler, status)] = (
+                families.requests.labels(worker=worker, handler=handler, status=str(status)),
+                families.duration.labels(worker=worker, handler=handler),
+            )
+        requests, duration = children
+        requests.inc()
+        duration.observe(elapsed)
 
     def bad_request(self, reason: str) -> None:
         self._families.bad_requests.labels(worker=self.worker_id, reason=reason).inc()

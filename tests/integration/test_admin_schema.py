@@ -67,6 +67,7 @@ GENERATED = (
     ("GET", "/api/whoami"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
+    ("GET", "/metrics"),
     *MUTATIONS,
 )
 #: Streams forever: checked by hand, never generated.

@@ -1,0 +1,150 @@
+"""``docs/metrics.md`` and the live ``/metrics`` agree, both ways.
+
+A real ``switchboard up --outputs-via router`` (so the router splits outputs too) is put
+under load: generations, a stream, a bad request, a pause and a continue, a malformed
+frame the router must reject and an output for a worker it does not know, which it must
+drop. Then every family of the catalogue's tables is in the exposition with its type and
+labels, and every ``switchboard_*`` family of the exposition is in the catalogue.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import zmq
+
+from router_core.endpoints import RouterEndpoints
+from router_core.transport import connect
+from router_core.wire.codec import frame_batch
+from router_core.wire.outputs import BatchStrOutput
+from tests.integration.harness.admin_stack import AdminStack, admin_stack
+from tests.integration.harness.polling import REPO_ROOT, wait_until
+from tests.integration.harness.scrape import families, generate, scrape, some_load
+
+pytestmark = pytest.mark.integration
+
+CATALOGUE = REPO_ROOT / "docs" / "metrics.md"
+#: The header of a catalogue table.
+TABLE_HEADER = re.compile(r"^\|\s*name\s*\|\s*type\s*\|\s*labels\s*\|")
+DEADLINE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One catalogue row: a family's full name, its type and its label names."""
+
+    name: str
+    type: str
+    labels: frozenset[str]
+
+
+def catalogue(path: Path = CATALOGUE) -> dict[str, Entry]:
+    """Every row of every ``| name | type | labels | meaning |`` table, by name."""
+    entries: dict[str, Entry] = {}
+    in_table = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if TABLE_HEADER.match(line):
+            in_table = True
+            continue
+        if not line.startswith("|"):
+            in_table = False
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if not in_table or set(cells[0]) <= {"-", " "}:
+            continue
+        name = cells[0].strip("`")
+        labels = frozenset(label.strip(" `") for label in cells[2].split(",") if label.strip())
+        assert name not in entries, f"{name} is catalogued twice"
+        entries[name] = Entry(name, cells[1], labels)
+    return entries
+
+
+def exposed_name(name: str, kind: str) -> str:
+    """The catalogue's name of a parsed family (the parser drops a counter's ``_total``)."""
+    return f"{name}_total" if kind == "counter" else name
+
+
+def reject_and_drop(run_dir: Path) -> None:
+    """A malformed request frame (rejected) and an output for an unknown worker (dropped),
+    sent straight to the tokenizer router's sockets."""
+    endpoints = RouterEndpoints.in_run_dir(run_dir)
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        requests = connect(context, zmq.PUSH, endpoints.requests, linger_ms=1000)
+        requests.send_multipart([b"not a header", b"x"])
+        outputs = connect(context, zmq.PUSH, endpoints.outputs, linger_ms=1000)
+        batch = BatchStrOutput(
+            rids=["catalogue-orphan"],
+            http_worker_ipcs=[f"ipc://{run_dir}/worker-nobody"],
+            output_strs=["lost"],
+        )
+        outputs.send_multipart(frame_batch(batch))
+        requests.close()
+        outputs.close()
+    finally:
+        context.term()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminStack]:
+    """A stack whose outputs go through the router, with every family exercised."""
+    with admin_stack(tmp_path_factory, extra_args=("--outputs-via", "router")) as running:
+        some_load(running)
+        with running.client() as client:
+            paused = client.post("/api/pause", json={"mode": "abort", "timeout_s": 5})
+            assert paused.status_code == 200, paused.text
+            resumed = client.post("/api/continue", json={"timeout_s": 5})
+            assert resumed.status_code == 200, resumed.text
+        generate(running.base_url)
+        reject_and_drop(running.run_dir)
+        yield running
+
+
+class TestCatalogue:
+    """The catalogue is the contract for names, types and labels."""
+
+    def test_the_catalogue_parses(self) -> None:
+        """The tables list the families the issue asks for, each typed and prefixed."""
+        entries = catalogue()
+        assert len(entries) >= 30
+        assert {entry.type for entry in entries.values()} == {"counter", "gauge", "histogram"}
+        assert all(name.startswith("switchboard_") for name in entries)
+        assert all(name.endswith("_total") for name, e in entries.items() if e.type == "counter")
+
+    def test_every_catalogued_family_is_exposed(self, stack: AdminStack) -> None:
+        """Each catalogued family has samples, of its type, with exactly its labels."""
+        entries = catalogue()
+
+        def exposed() -> dict[str, object] | None:
+            found = {
+                exposed_name(name, family.type): family
+                for name, family in families(scrape(stack)).items()
+            }
+            return found if set(entries) <= set(found) else None
+
+        try:
+            found = wait_until(exposed, DEADLINE_S, "every catalogued family")
+        except AssertionError:
+            names = {exposed_name(n, f.type) for n, f in families(scrape(stack)).items()}
+            raise AssertionError(f"not exposed: {sorted(set(entries) - names)}") from None
+        for name, entry in entries.items():
+            family = found[name]
+            assert family.type == entry.type, f"{name}: {family.type}, catalogued {entry.type}"
+            assert family.samples, f"{name} has no samples"
+            for sample in family.samples:
+                labels = set(sample.labels) - {"le"}
+                assert labels == entry.labels, f"{sample.name}{sample.labels}: not {entry.labels}"
+
+    def test_every_exposed_family_is_catalogued(self, stack: AdminStack) -> None:
+        """No switchboard_* family is exposed that the catalogue does not list."""
+        entries = catalogue()
+        exposed = {
+            exposed_name(name, family.type)
+            for name, family in families(scrape(stack)).items()
+            if name.startswith("switchboard_")
+        }
+        assert exposed - set(entries) == set()
