@@ -23,7 +23,6 @@ from fastapi.staticfiles import StaticFiles
 from app import routers
 from app.errors import install_error_handlers
 from app.events import EventHub
-from app.http_spans import RouteTemplates, ServerSpans
 from app.metrics import HostMetrics
 from app.poller import EventPoller
 from app.router_api import RouterApi
@@ -31,6 +30,7 @@ from app.settings import AdminSettings
 from app.state import AdminState
 from router_core import tracing
 from router_core.control import AsyncControlClient
+from switchboard.http_spans import RouteTemplates, ServerSpans
 
 __all__ = ["create_app"]
 

@@ -21,8 +21,8 @@ One event loop uses a link; it is not thread-safe. Inbound messages that break t
 protocol are counted in ``link.counters`` under ``rejected`` and skipped, never raised.
 
 Observability without HTTP or metric libraries here: ``on_outputs`` is called once per
-inbound output message with its hop latency (seconds from the sender's ``sent_ns``) and
-row count, and with tracing on, a message whose header carries ``row_traces`` is handled
+inbound output message with its hop latency (seconds from the sender's ``sent_ns``; None
+if the sender did not stamp it), its row count and its size in bytes (every frame), and with tracing on, a message whose header carries ``row_traces`` is handled
 inside one ``worker receive_outputs`` span (:func:`router_core.tracing.batch_span`).
 """
 
@@ -75,8 +75,8 @@ _CONTROL_KINDS: Final = frozenset(
 )
 
 
-#: Called per inbound output message with (hop latency in seconds, rows); see the module.
-OutputsObserver = Callable[[float, int], None]
+#: Called per inbound output message with (hop latency in seconds or None, rows, bytes).
+OutputsObserver = Callable[[float | None, int, int], None]
 
 #: The span a worker makes around an inbound output message with traced rows.
 RECEIVE_SPAN: Final = "worker receive_outputs"
@@ -446,10 +446,11 @@ class WorkerLink:
         else:
             for rid, frame in zip(header.rids, frames[1:], strict=True):
                 self._on_row(header.kind, rid, frame)
-        if self._on_outputs is not None and header.sent_ns:
-            latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9)
+        if self._on_outputs is not None:
+            latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9) if header.sent_ns else None
+            nbytes = sum(len(frame) for frame in frames)
             try:
-                self._on_outputs(latency_s, len(header.rids))
+                self._on_outputs(latency_s, len(header.rids), nbytes)
             except Exception:  # an observer's bug must not cost the rows that follow
                 logger.exception("worker link: the outputs observer failed")
                 self.counters.add("observer_errors", "on_outputs")

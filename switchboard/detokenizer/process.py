@@ -12,8 +12,8 @@ each destination has a bounded backlog and drops are counted.
 Observability: :meth:`Detokenizer.run` sets up tracing (``switchboard-detokenizer``,
 instance ``detokenizer-<index>``) and shuts it down on the way out. A token batch whose
 header carries ``row_traces`` is handled in one ``detokenizer detokenize_batch`` span, and
-each text row keeps its token row's trace context. In direct fan-out mode every message
-delivered to a worker is counted by :class:`~switchboard.detokenizer.metrics.BackwardTraffic`.
+each text row keeps its token row's trace context. What reaches a worker is counted by
+the worker on receipt (route ``backward``, the same in both output modes).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from router_core.wire.split import (
     combine_rows,
     group_by_destination,
 )
-from switchboard.detokenizer.metrics import BackwardTraffic
 from switchboard.detokenizer.rows import RowDetokenizer
 from switchboard.text import Tokenizer, load_tokenizer
 
@@ -110,7 +109,6 @@ class Detokenizer:
         self._loop = PollLoop()
         self._rows: RowDetokenizer | None = None
         self._destinations: DestinationSet | None = None
-        self._traffic = BackwardTraffic()
         self._next_evict = 0.0
 
     @property
@@ -133,8 +131,6 @@ class Detokenizer:
 
     def _serve(self) -> None:
         settings = self.settings
-        if settings.outputs_to == "workers":
-            self._traffic = BackwardTraffic.from_environment()
         tokenizer = settings.tokenizer or load_tokenizer()
         self._rows = RowDetokenizer(
             tokenizer,
@@ -241,7 +237,6 @@ class Detokenizer:
             message = regroup(header, frames, rows)
             if self._destinations.send(destination, message):
                 self.counters.add("sent_rows", "embedding", len(rows))
-                self._traffic.record(destination, message)
 
     def _decode_row(self, rid: str, frame: FrameLike) -> BatchTokenIDOutput | None:
         data = frame.buffer if isinstance(frame, zmq.Frame) else frame
@@ -275,4 +270,3 @@ class Detokenizer:
             )
             if self._destinations.send(destination, frames):
                 self.counters.add("sent_rows", self.settings.outputs_to, len(batch.rids))
-                self._traffic.record(destination, frames)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -10,8 +12,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.http_spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
+from switchboard.http_spans import RouteTemplates
 from switchboard.text import Tokenizer
 from switchboard.worker import native, openai_api
 from switchboard.worker.errors import install_error_handlers
@@ -49,10 +51,16 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await link.open()
+        flusher = asyncio.create_task(metrics.flush_periodically()) if metrics.enabled else None
         try:
             yield
         finally:
             await link.close()
+            if flusher is not None:
+                flusher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await flusher
+            metrics.flush()
 
     app = FastAPI(
         title="Switchboard worker",

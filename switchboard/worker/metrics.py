@@ -8,6 +8,11 @@ metrics off pays a method call per event. Every series carries ``worker`` (the w
 histograms use the shared bounds of :mod:`router_core.histogram`, so they merge with the
 routers' families bucket by bucket.
 
+Per-token and per-message observations (inter-token latency, generated tokens, the
+backward route's messages, bytes and hop latency) go through
+:mod:`~switchboard.worker.metric_buffers` and reach the files on :meth:`Metrics.flush`,
+which the app's lifespan calls every second and at exit.
+
 Request timing starts when the HTTP middleware calls :meth:`Metrics.http_started`, which
 also marks the request's arrival for the generations it starts (a context variable,
 inherited by the tasks and the streaming body of that request): time to first token and
@@ -16,6 +21,8 @@ end-to-end latency count from there, including a wait for admission while paused
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
 from contextvars import ContextVar
@@ -23,6 +30,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Final
 
 from router_core.histogram import E2E_BUCKETS, HOP_BUCKETS, HTTP_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from switchboard.worker.metric_buffers import FLUSH_INTERVAL_S, CounterBuffer, HistogramBuffer
 
 if TYPE_CHECKING:
     from prometheus_client import Counter, Gauge, Histogram
@@ -37,6 +45,8 @@ __all__ = [
     "PrometheusMetrics",
     "worker_metrics",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Where prometheus_client's multiprocess mode keeps its files (set before it is imported).
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
@@ -81,8 +91,22 @@ class Metrics:
         """A generation request of ``prompt_tokens`` was sent: its timer."""
         return _NO_TIMER
 
-    def backward_hop(self, latency_s: float, rows: int) -> None:
-        """An output message arrived ``latency_s`` after its sender stamped it."""
+    def backward_output(self, latency_s: float | None, rows: int, nbytes: int) -> None:
+        """An output message of ``rows`` rows and ``nbytes`` bytes arrived ``latency_s``
+        after its sender stamped it (None: not stamped); the worker link's hook."""
+
+    def flush(self) -> None:
+        """Write buffered observations out (see the module docstring)."""
+
+    async def flush_periodically(self) -> None:
+        """:meth:`flush` every :data:`FLUSH_INTERVAL_S` until cancelled; a failed flush is
+        logged and the next one tried (metrics never take a worker down)."""
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL_S)
+            try:
+                self.flush()
+            except Exception:
+                logger.exception("worker metrics: flush failed")
 
 
 _NO_TIMER: Final = GenerationTimer()
@@ -154,6 +178,18 @@ class _Families:
             ["worker", "reason"],
             registry=None,
         )
+        self.messages: Final[Counter] = Counter(
+            "switchboard_messages_total",
+            "messages per route and worker",
+            ["route", "worker"],
+            registry=None,
+        )
+        self.message_bytes: Final[Counter] = Counter(
+            "switchboard_message_bytes_total",
+            "bytes of messages per route and worker",
+            ["route", "worker"],
+            registry=None,
+        )
         self.hop_latency: Final[Histogram] = Histogram(
             "switchboard_hop_latency_seconds",
             "from the sender's sent_ns to receipt, per route",
@@ -173,6 +209,7 @@ class _Timer(GenerationTimer):
     __slots__ = ("_arrived", "_e2e", "_generated", "_itl", "_last", "_tokens", "_ttft")
 
     def __init__(self, metrics: PrometheusMetrics, arrived: float) -> None:
+        # Per request: TTFT and end-to-end go straight to the files; per token: buffers.
         self._arrived = arrived
         self._ttft = metrics.ttft
         self._itl = metrics.itl
@@ -189,9 +226,7 @@ class _Timer(GenerationTimer):
                 self._ttft.observe(now - self._arrived)
             else:
                 # One observation per token of this chunk, each the gap shared out.
-                per_token = (now - self._last) / new
-                for _ in range(new):
-                    self._itl.observe(per_token)
+                self._itl.observe((now - self._last) / new, times=new)
             self._generated.inc(new)
             self._tokens = completion_tokens
             self._last = now
@@ -211,11 +246,26 @@ class PrometheusMetrics(Metrics):
         self.in_flight = families.in_flight.labels(worker=worker_id)
         self.in_flight.set(0)  # the series exists (at 0) before the first request
         self.ttft = families.ttft.labels(worker=worker_id)
-        self.itl = families.itl.labels(worker=worker_id)
         self.e2e = families.e2e.labels(worker=worker_id)
         self.prompt_tokens = families.prompt_tokens.labels(worker=worker_id)
-        self.generation_tokens = families.generation_tokens.labels(worker=worker_id)
-        self.backward = families.hop_latency.labels(route="backward")
+        self.itl = HistogramBuffer(families.itl.labels(worker=worker_id), ITL_BUCKETS)
+        self.generation_tokens = CounterBuffer(families.generation_tokens.labels(worker=worker_id))
+        self.backward_hop = HistogramBuffer(
+            families.hop_latency.labels(route="backward"), HOP_BUCKETS
+        )
+        self.backward_messages = CounterBuffer(
+            families.messages.labels(route="backward", worker=worker_id)
+        )
+        self.backward_bytes = CounterBuffer(
+            families.message_bytes.labels(route="backward", worker=worker_id)
+        )
+        self._buffers = (
+            self.itl,
+            self.generation_tokens,
+            self.backward_hop,
+            self.backward_messages,
+            self.backward_bytes,
+        )
         #: (handler, status) -> its request counter and duration histogram children.
         self._answered: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         for reason in BAD_REQUEST_REASONS:
@@ -250,8 +300,15 @@ class PrometheusMetrics(Metrics):
         arrived = _ARRIVED.get()
         return _Timer(self, time.monotonic() if arrived is None else arrived)
 
-    def backward_hop(self, latency_s: float, rows: int) -> None:
-        self.backward.observe(max(latency_s, 0.0))
+    def backward_output(self, latency_s: float | None, rows: int, nbytes: int) -> None:
+        self.backward_messages.inc()
+        self.backward_bytes.inc(nbytes)
+        if latency_s is not None:
+            self.backward_hop.observe(latency_s)
+
+    def flush(self) -> None:
+        for buffer in self._buffers:
+            buffer.flush()
 
 
 def worker_metrics(worker_id: str) -> Metrics:

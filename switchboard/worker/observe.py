@@ -8,13 +8,12 @@ hop's latency, or None with metrics off.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.http_spans import RouteTemplates, ServerSpans
 from router_core import tracing
+from router_core.worker_link import OutputsObserver
+from switchboard.http_spans import RouteTemplates, ServerSpans
 from switchboard.worker.metrics import Metrics
 
 __all__ = ["HttpMetrics", "install_observers", "outputs_observer"]
@@ -65,7 +64,7 @@ def install_observers(app: FastAPI, metrics: Metrics, routes: RouteTemplates) ->
         app.add_middleware(HttpMetrics, metrics=metrics, routes=routes)
 
 
-def outputs_observer(metrics: Metrics) -> Callable[[float, int], None] | None:
-    """The worker link's ``on_outputs`` hook: each output message's hop latency (seconds)
-    into ``switchboard_hop_latency_seconds{route="backward"}``; None with metrics off."""
-    return metrics.backward_hop if metrics.enabled else None
+def outputs_observer(metrics: Metrics) -> OutputsObserver | None:
+    """The worker link's ``on_outputs`` hook: each output message counted on route
+    ``backward`` (messages, bytes) and its hop latency observed; None with metrics off."""
+    return metrics.backward_output if metrics.enabled else None

@@ -242,7 +242,9 @@ _WORKER_SCRIPT = textwrap.dedent(
     timer = metrics.generation(4)
     timer.chunk(1, finished=False)
     timer.chunk(3, finished=True)
-    metrics.backward_hop(0.0002, 3)
+    metrics.backward_output(0.0002, 3, 500)
+    metrics.backward_output(None, 1, 100)
+    metrics.flush()
     """
 )
 
@@ -290,6 +292,14 @@ class TestMultiprocess:
         assert value(itl, "switchboard_inter_token_latency_seconds_count", worker="w0") == 2
         tokens = parsed["switchboard_generation_tokens"]
         assert value(tokens, "switchboard_generation_tokens_total", worker="w0") == 3
+        messages = parsed["switchboard_messages"]
+        assert value(messages, "switchboard_messages_total", route="backward", worker="w0") == 2
+        nbytes = parsed["switchboard_message_bytes"]
+        assert (
+            value(nbytes, "switchboard_message_bytes_total", route="backward", worker="w0") == 600
+        )
+        backward_hops = [s for s in hop.samples if s.labels.get("route") == "backward"]
+        assert {s.value for s in backward_hops if s.name.endswith("_count")} == {1}
         promtool = Path("/usr/bin/promtool")
         if not promtool.exists():
             missing("promtool (apt-get install prometheus)")
