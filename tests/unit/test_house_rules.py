@@ -7,6 +7,7 @@ thing does not trip it, and each scanner is first shown to catch a violation it 
 from __future__ import annotations
 
 import ast
+import copy
 import importlib
 import pkgutil
 import re
@@ -50,6 +51,22 @@ def imported_top_modules(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module.partition(".")[0])
     return found
+
+
+def runtime_imports(tree: ast.Module) -> set[str]:
+    """Like :func:`imported_top_modules`, leaving out ``if TYPE_CHECKING:`` blocks (types
+    only, never imported when the code runs)."""
+    kept = copy.deepcopy(tree)
+    for node in ast.walk(kept):
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                block[:] = [stmt for stmt in block if not _type_checking_block(stmt)]
+    return imported_top_modules(kept)
+
+
+def _type_checking_block(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.If) and ast.unparse(stmt.test).endswith("TYPE_CHECKING")
 
 
 def parse(path: Path) -> ast.Module:
@@ -140,6 +157,28 @@ class TestLayering:
             if (found := imported_top_modules(parse(path)) & HTTP_MODULES)
         }
         assert offenders == {}
+
+    def test_router_core_keeps_metrics_and_tracing_libraries_out(self) -> None:
+        """router_core never imports prometheus_client (routers expose their state through
+        the control socket) and imports OpenTelemetry only inside router_core.tracing
+        (type-only imports aside)."""
+        offenders = {}
+        for path in source_files(("router_core",)):
+            found = runtime_imports(parse(path)) & {"prometheus_client", "opentelemetry"}
+            if path.parent.name == "tracing":
+                found.discard("opentelemetry")
+            if found:
+                offenders[str(path.relative_to(REPO))] = sorted(found)
+        assert offenders == {}
+
+    def test_runtime_imports_skip_type_only_blocks(self) -> None:
+        """The scan sees imports in functions but not under ``if TYPE_CHECKING:``."""
+        source = (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from opentelemetry.trace import Span\n"
+            "def f():\n    import prometheus_client\n"
+        )
+        assert runtime_imports(ast.parse(source)) == {"typing", "prometheus_client"}
 
     def test_http_code_imports_no_zmq(self) -> None:
         """No module of the admin app or the HTTP worker imports zmq."""
