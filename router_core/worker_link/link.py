@@ -22,8 +22,9 @@ protocol are counted in ``link.counters`` under ``rejected`` and skipped, never 
 
 Observability without HTTP or metric libraries here: ``on_outputs`` is called once per
 inbound output message with its hop latency (seconds from the sender's ``sent_ns``; None
-if the sender did not stamp it), its row count and its size in bytes (every frame), and with tracing on, a message whose header carries ``row_traces`` is handled
-inside one ``worker receive_outputs`` span (:func:`router_core.tracing.batch_span`).
+if the sender did not stamp it), its row count and its size in bytes (every frame); and
+with tracing on, a message whose header carries ``row_traces`` is handled inside one
+``worker receive_outputs`` span (:func:`router_core.tracing.batch_span`).
 """
 
 from __future__ import annotations
