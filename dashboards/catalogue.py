@@ -49,7 +49,7 @@ class Family:
 
 def load_catalogue(path: Path = CATALOGUE_PATH) -> dict[str, Family]:
     """Every family the catalogue lists, by name. Raises ``ValueError`` when it lists
-    none (a reformatted page must not make every check pass vacuously)."""
+    none (a reformatted page must not make every check pass vacuously) or one twice."""
     families: dict[str, Family] = {}
     in_table = False
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -64,6 +64,8 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> dict[str, Family]:
             continue
         names = _TICKED.findall(cells[0])
         if names:
+            if names[0] in families:
+                raise ValueError(f"{names[0]} is catalogued twice in {path}")
             labels = frozenset(_TICKED.findall(cells[2]))
             families[names[0]] = Family(names[0], cells[1].lower(), labels)
     if not families:

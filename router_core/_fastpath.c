@@ -194,24 +194,22 @@ typedef struct {
     double latency_sum_s;
 } sb_accounting_t;
 
-/* Count one message for its owner; 0 if the table is full (the caller ends the call). */
-static int account_source(sb_accounting_t *acc, const sb_header_t *h, size_t nbytes) {
+/* The table entry of a message's owner, added (with nothing counted yet) if new. Called
+ * while the header's bytes are still ours: once a frame is sent its data belongs to
+ * libzmq, so the address is copied here and counted only after the send succeeded.
+ * The caller guarantees room (a call ends as soon as the table is full). */
+static sb_source_t *source_of(sb_accounting_t *acc, const sb_header_t *h) {
     size_t len = h->reply_to_len > SB_MAX_ADDRESS ? SB_MAX_ADDRESS : h->reply_to_len;
     for (int i = 0; i < acc->nsources; i++) {
         sb_source_t *s = &acc->sources[i];
-        if (s->address_len == len && memcmp(s->address, h->reply_to, len) == 0) {
-            s->messages++;
-            s->bytes += (long long)nbytes;
-            return 1;
-        }
+        if (s->address_len == len && memcmp(s->address, h->reply_to, len) == 0) return s;
     }
-    if (acc->nsources == SB_MAX_SOURCES) return 0;
     sb_source_t *s = &acc->sources[acc->nsources++];
     memcpy(s->address, h->reply_to, len);
     s->address_len = len;
-    s->messages = 1;
-    s->bytes = (long long)nbytes;
-    return 1;
+    s->messages = 0;
+    s->bytes = 0;
+    return s;
 }
 
 static long long realtime_ns(void) {
@@ -232,16 +230,18 @@ static void account_latency(sb_accounting_t *acc, long long sent_ns, long long n
 
 /* (((address bytes, messages, bytes), ...), [count per bucket incl. +Inf], latency sum s) */
 static PyObject *accounting_result(const sb_accounting_t *acc) {
-    PyObject *sources = PyTuple_New(acc->nsources);
+    PyObject *sources = PyList_New(0);
     if (sources == NULL) return NULL;
     for (int i = 0; i < acc->nsources; i++) {
         const sb_source_t *s = &acc->sources[i];
+        if (s->messages == 0) continue; /* its only message was handed back */
         PyObject *entry = Py_BuildValue("(y#nL)", s->address, (Py_ssize_t)s->address_len, s->messages, s->bytes);
-        if (entry == NULL) {
+        if (entry == NULL || PyList_Append(sources, entry) < 0) {
+            Py_XDECREF(entry);
             Py_DECREF(sources);
             return NULL;
         }
-        PyTuple_SET_ITEM(sources, i, entry);
+        Py_DECREF(entry);
     }
     PyObject *buckets = PyList_New(acc->nbounds + 1);
     if (buckets == NULL) {
@@ -530,8 +530,10 @@ static PyObject *forward(PyObject *self, PyObject *args) {
             status = STATUS_HANDOFF;
             break;
         }
-        /* Sizes are read before sending: a sent message's data belongs to libzmq. */
+        /* Sizes and the owner are read before sending: a sent frame's data belongs to
+         * libzmq (parsed.reply_to points into it). */
         size_t nbytes = zmq_api.size(&head) + zmq_api.size(&body);
+        sb_source_t *source = source_of(&acc, &parsed);
         if (zmq_api.send(&head, dst, SB_SNDMORE | SB_DONTWAIT) < 0) {
             int err = zmq_api.error();
             if (err != EAGAIN) {
@@ -554,7 +556,8 @@ static PyObject *forward(PyObject *self, PyObject *args) {
         }
         counts[kind]++;
         account_latency(&acc, parsed.sent_ns, realtime_ns());
-        account_source(&acc, &parsed, nbytes); /* never full here: see the check below */
+        source->messages++;
+        source->bytes += (long long)nbytes;
         /* A full table ends the call (status BUDGET) so Python reads it and calls again. */
         if (acc.nsources == SB_MAX_SOURCES) break;
     }

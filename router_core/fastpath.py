@@ -75,7 +75,7 @@ class ForwardResult(NamedTuple):
     status: int
     counts: list[int]
     frames: list[bytes] | None
-    sources: tuple[tuple[bytes, int, int], ...]
+    sources: list[tuple[bytes, int, int]]
     latency_counts: list[int]
     latency_sum_s: float
 

@@ -8,14 +8,16 @@ Python paths of both routers; the C forward loop sums per call and hands the sum
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any, Final
 
+from router_core.counters import Counters
 from router_core.histogram import HOP_BUCKETS, SPLIT_ROW_BUCKETS, HistogramSet
 from router_core.transport import FrameLike
 
-__all__ = ["HOP_BOUNDS_NS", "Route", "TrafficStats", "message_bytes"]
+__all__ = ["HOP_BOUNDS_NS", "Route", "TrafficStats", "message_bytes", "router_metrics"]
 
 #: Route labels (``docs/metrics.md``).
 Route = str
@@ -72,3 +74,21 @@ class TrafficStats:
             "hop_latency_seconds": self.hop_latency.snapshot(),
             "split_batch_rows": self.split_rows.snapshot(),
         }
+
+
+def router_metrics(process: str, traffic: TrafficStats, counters: Counters) -> dict[str, Any]:
+    """What both routers' ``metrics`` replies share: who answers, what it moved, what it
+    dropped and rejected, and its hop latency and split size histograms."""
+    snapshot = traffic.snapshot()
+    counted = counters.snapshot()
+    return {
+        "process": process,
+        "pid": os.getpid(),
+        "traffic": snapshot["traffic"],
+        "dropped": counted.get("dropped", {}),
+        "rejected": counted.get("rejected", {}),
+        "histograms": {
+            "hop_latency_seconds": snapshot["hop_latency_seconds"],
+            "split_batch_rows": snapshot["split_batch_rows"],
+        },
+    }

@@ -23,7 +23,7 @@ from router_core.detokenizer_router.picker import DetokenizerPicker, StickyKey
 from router_core.endpoints import DetokenizerRouterEndpoints
 from router_core.inbound import BoundSockets, drain, regroup
 from router_core.loop import PollLoop
-from router_core.traffic import DETOKENIZE, TrafficStats
+from router_core.traffic import DETOKENIZE, TrafficStats, router_metrics
 from router_core.transport import DEFAULT_HWM, FrameLike
 from router_core.wire import BATCH_KINDS, Header, Kind
 
@@ -137,18 +137,8 @@ class DetokenizerRouter:
 
     def metrics(self) -> dict[str, Any]:
         """Traffic (keyed by owner address), drops, rejects and histograms, for ``metrics``."""
-        traffic = self.traffic.snapshot()
-        counters = self.counters.snapshot()
         return {
-            "process": "detokenizer_router",
-            "pid": os.getpid(),
-            "traffic": traffic["traffic"],
-            "dropped": counters.get("dropped", {}),
-            "rejected": counters.get("rejected", {}),
-            "histograms": {
-                "hop_latency_seconds": traffic["hop_latency_seconds"],
-                "split_batch_rows": traffic["split_batch_rows"],
-            },
+            **router_metrics("detokenizer_router", self.traffic, self.counters),
             "backlog_messages": sum(len(t.backlog) for t in self._targets),
         }
 

@@ -7,11 +7,11 @@ snapshot into Prometheus families (``docs/metrics.md``) on every scrape.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Any, Final, get_args
 
 from router_core.registry import WorkerState
+from router_core.traffic import router_metrics
 
 if TYPE_CHECKING:
     from router_core.tokenizer_router.router import TokenizerRouter
@@ -33,21 +33,12 @@ def metrics_snapshot(router: TokenizerRouter) -> dict[str, Any]:
     by_state = dict.fromkeys(WORKER_STATES, 0)
     for row in workers:
         by_state[row["state"]] += 1
-    traffic = router.traffic.snapshot()
-    counters = router.counters.snapshot()
     assert router.workers is not None and router.engine is not None
     backlog = sum(router.workers.backlog_sizes().values()) + len(router.engine.backlog)
+    common = router_metrics("tokenizer_router", router.traffic, router.counters)
+    common["histograms"]["pause_barrier_seconds"] = router.barrier_time.snapshot()
     return {
-        "process": "tokenizer_router",
-        "pid": os.getpid(),
-        "traffic": traffic["traffic"],
-        "dropped": counters.get("dropped", {}),
-        "rejected": counters.get("rejected", {}),
-        "histograms": {
-            "hop_latency_seconds": traffic["hop_latency_seconds"],
-            "split_batch_rows": traffic["split_batch_rows"],
-            "pause_barrier_seconds": router.barrier_time.snapshot(),
-        },
+        **common,
         "backlog_messages": backlog,
         "workers": workers,
         "workers_by_state": by_state,

@@ -33,7 +33,16 @@ from switchboard.bench.e2e_stats import (
 from switchboard.bench.procs import BenchError
 from switchboard.bench.report import machine_facts, publish
 
-__all__ = ["FULL", "PROMPT", "QUICK", "E2EPlan", "run_e2e_bench", "run_suite"]
+__all__ = [
+    "FULL",
+    "PROMPT",
+    "QUICK",
+    "E2EPlan",
+    "SignalCounter",
+    "run_e2e_bench",
+    "run_interruptible",
+    "run_suite",
+]
 
 #: The prompt every request sends (77 tokens with the built-in tokenizer).
 PROMPT: Final = (
@@ -229,7 +238,7 @@ def run_suite(
     return summarize(runs, plan=facts, machine=machine, elapsed_s=time.monotonic() - started)
 
 
-class _Interrupt:
+class SignalCounter:
     """SIGINT/SIGTERM handler that only counts: the suite polls it at every wait (at
     least every 0.2 s), so nothing is interrupted halfway, least of all inside the event
     loop. After one signal the stacks are stopped politely; after two, without waiting."""
@@ -261,20 +270,37 @@ def run_e2e_bench(*, quick: bool, json_path: str | None) -> int:
     (every stack stopped, every temporary directory removed).
     """
     plan = QUICK if quick else FULL
-    interrupt = _Interrupt()
+    return run_interruptible(
+        "e2e",
+        lambda interrupt: run_suite(
+            plan, progress=_stderr, interrupted=interrupt.requested, hurry=interrupt.hurried
+        ),
+        render,
+        json_path,
+    )
+
+
+def run_interruptible(
+    name: str,
+    suite: Callable[[SignalCounter], dict[str, Any]],
+    render_doc: Callable[[dict[str, Any]], str],
+    json_path: str | None,
+) -> int:
+    """Run a stack benchmark ``suite`` with SIGINT/SIGTERM counted (not raised), then
+    publish its document; the command's exit status (0, 1 on a failed request or a stack
+    that could not run, 130 when interrupted)."""
+    interrupt = SignalCounter()
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        doc = run_suite(
-            plan, progress=_stderr, interrupted=interrupt.requested, hurry=interrupt.hurried
-        )
+        doc = suite(interrupt)
     except KeyboardInterrupt:
-        _stderr("switchboard bench e2e: interrupted; every stack was stopped")
+        _stderr(f"switchboard bench {name}: interrupted; every stack was stopped")
         return 130
     except BenchError as exc:
-        _stderr(f"switchboard bench e2e: {exc}")
+        _stderr(f"switchboard bench {name}: {exc}")
         return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    publish(render(doc), doc, json_path)
+    publish(render_doc(doc), doc, json_path)
     return 0 if doc["errors"] == 0 else 1

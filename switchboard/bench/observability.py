@@ -14,23 +14,20 @@ ratio (metrics + 1% traces requests/s) / (off requests/s), against a 0.95 target
 
 from __future__ import annotations
 
-import signal
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from types import FrameType
 from typing import Any, Final
 
 import httpx
 
-from switchboard.bench.e2e import E2EPlan, measure
+from switchboard.bench.e2e import E2EPlan, measure, run_interruptible
 from switchboard.bench.e2e_report import E2ERun
 from switchboard.bench.e2e_stack import HOST, Stack, StackConfig
-from switchboard.bench.procs import BenchError
-from switchboard.bench.report import machine_facts, publish
+from switchboard.bench.report import machine_facts
 from switchboard.otlp_receiver import OtlpReceiver
 
 __all__ = [
@@ -258,27 +255,13 @@ def run_observability_bench(*, quick: bool, json_path: str | None) -> int:
     0 when every request succeeded (the target is reported, not enforced), 1 when one
     failed or a stack could not run, 130 when interrupted (every stack stopped).
     """
-    signals = [0]
-
-    def count(signum: int, frame: FrameType | None) -> None:
-        signals[0] += 1
-
-    previous = {sig: signal.signal(sig, count) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        doc = run_suite(
-            QUICK if quick else FULL, progress=_stderr, interrupted=lambda: signals[0] > 0
-        )
-    except KeyboardInterrupt:
-        _stderr("switchboard bench observability: interrupted; every stack was stopped")
-        return 130
-    except BenchError as exc:
-        _stderr(f"switchboard bench observability: {exc}")
-        return 1
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    publish(render(doc), doc, json_path)
-    return 0 if doc["errors"] == 0 else 1
+    plan = QUICK if quick else FULL
+    return run_interruptible(
+        "observability",
+        lambda interrupt: run_suite(plan, progress=_stderr, interrupted=interrupt.requested),
+        render,
+        json_path,
+    )
 
 
 def _stderr(line: str) -> None:

@@ -9,58 +9,24 @@ labels, and every ``switchboard_*`` family of the exposition is in the catalogue
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import zmq
 
+from dashboards.catalogue import load_catalogue
 from router_core.endpoints import RouterEndpoints
 from router_core.transport import connect
 from router_core.wire.codec import frame_batch
 from router_core.wire.outputs import BatchStrOutput
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
-from tests.integration.harness.polling import REPO_ROOT, wait_until
+from tests.integration.harness.polling import wait_until
 from tests.integration.harness.scrape import families, generate, scrape, some_load
 
 pytestmark = pytest.mark.integration
 
-CATALOGUE = REPO_ROOT / "docs" / "metrics.md"
-#: The header of a catalogue table.
-TABLE_HEADER = re.compile(r"^\|\s*name\s*\|\s*type\s*\|\s*labels\s*\|")
 DEADLINE_S = 30.0
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One catalogue row: a family's full name, its type and its label names."""
-
-    name: str
-    type: str
-    labels: frozenset[str]
-
-
-def catalogue(path: Path = CATALOGUE) -> dict[str, Entry]:
-    """Every row of every ``| name | type | labels | meaning |`` table, by name."""
-    entries: dict[str, Entry] = {}
-    in_table = False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if TABLE_HEADER.match(line):
-            in_table = True
-            continue
-        if not line.startswith("|"):
-            in_table = False
-            continue
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if not in_table or set(cells[0]) <= {"-", " "}:
-            continue
-        name = cells[0].strip("`")
-        labels = frozenset(label.strip(" `") for label in cells[2].split(",") if label.strip())
-        assert name not in entries, f"{name} is catalogued twice"
-        entries[name] = Entry(name, cells[1], labels)
-    return entries
 
 
 def exposed_name(name: str, kind: str) -> str:
@@ -109,7 +75,7 @@ class TestCatalogue:
 
     def test_the_catalogue_parses(self) -> None:
         """The tables list the families the issue asks for, each typed and prefixed."""
-        entries = catalogue()
+        entries = load_catalogue()
         assert len(entries) >= 30
         assert {entry.type for entry in entries.values()} == {"counter", "gauge", "histogram"}
         assert all(name.startswith("switchboard_") for name in entries)
@@ -117,7 +83,7 @@ class TestCatalogue:
 
     def test_every_catalogued_family_is_exposed(self, stack: AdminStack) -> None:
         """Each catalogued family has samples, of its type, with exactly its labels."""
-        entries = catalogue()
+        entries = load_catalogue()
 
         def exposed() -> dict[str, object] | None:
             found = {
@@ -141,7 +107,7 @@ class TestCatalogue:
 
     def test_every_exposed_family_is_catalogued(self, stack: AdminStack) -> None:
         """No switchboard_* family is exposed that the catalogue does not list."""
-        entries = catalogue()
+        entries = load_catalogue()
         exposed = {
             exposed_name(name, family.type)
             for name, family in families(scrape(stack)).items()

@@ -466,6 +466,25 @@ class TestAccounting:
         size = len(messages[0][0]) + len(messages[0][1])
         assert sorted(result.sources) == [(b"ipc:///w0", 3, 3 * size), (b"ipc:///w1", 2, 2 * size)]
 
+    def test_many_owners_are_counted_exactly(self, fast: fastpath.FastForwarder, hop: Hop) -> None:
+        """More owners than one call's table holds, with long addresses: every owner's
+        count is exact and every address comes back byte for byte (the table copies
+        addresses before a send hands the frame's memory to libzmq)."""
+        owners = [f"ipc:///tmp/{'x' * 200}/worker-{i}" for i in range(40)]
+        messages = [traced_request(i, owners[i % 40]) for i in range(2000)]
+        totals: dict[bytes, int] = {}
+        for start in range(0, len(messages), 500):
+            hop.feed(*messages[start : start + 500])
+            moved = 0
+            while moved < 500:
+                result = fast.forward(hop.src, hop.dst, 500, linger_ms=50)
+                for address, count, _ in result.sources:
+                    totals[address] = totals.get(address, 0) + count
+                moved += sum(result.counts)
+                assert result.frames is None
+            hop.received(500)
+        assert totals == {owner.encode(): 50 for owner in owners}
+
     def test_latency_lands_in_its_bucket(self, fast: fastpath.FastForwarder, hop: Hop) -> None:
         """A message sent 10 ms ago counts in the (1 ms, 1 s] bucket; an unstamped one not."""
         ten_ms_ago = time.time_ns() - 10_000_000
