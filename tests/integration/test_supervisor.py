@@ -302,9 +302,15 @@ class TestLifecycle:
                 return victim.pid not in pids and len(pids) == counts[role]
 
             wait_until(replaced, 15.0, f"a new {role}")
+            # The new child can show up a moment before the supervisor logs its restart.
+            restarted = rf"restarted {role}\S*: pid \d+ \(was {victim.pid}; restart 1\)"
+
+            def logged(pattern: str = restarted) -> bool:
+                return re.search(pattern, supervisor.stderr()) is not None
+
+            wait_until(logged, 5.0, f"the restart of {role} logged")
             log = supervisor.stderr()
             assert re.search(rf"pid {victim.pid}\) exited unexpectedly \(killed by SIGKILL\)", log)
-            assert re.search(rf"restarted {role}\S*: pid \d+ \(was {victim.pid}; restart 1\)", log)
 
         def generates() -> bool:
             try:
