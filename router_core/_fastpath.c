@@ -138,6 +138,8 @@ static int read_int(const unsigned char **p, const unsigned char *end, long long
 }
 
 /* What the header check learns about a canonical request header. */
+#define SB_MAX_ADDRESS 255
+
 typedef struct {
     int kind;
     const unsigned char *reply_to; /* the owning worker's return address (not terminated) */
@@ -166,6 +168,7 @@ static int canonical_header(const unsigned char *data, size_t size, const char *
     if (!read_ascii_str(&p, end, NULL, NULL)) return -1;                   /* tracestate */
     if (seven && (p >= end || *p++ != 0x90)) return -1;                    /* row_traces: [] */
     if (untraced_only && trace_len != 0) return -1;
+    if (out->reply_to_len > SB_MAX_ADDRESS) return -1; /* too long to count by: Python's */
     out->kind = kind;
     return p == end ? kind : -1;
 }
@@ -175,7 +178,6 @@ static int canonical_header(const unsigned char *data, size_t size, const char *
 /* Traffic per owning worker and hop latency, summed over one forward() call and handed to
  * Python at its end, so the per-message cost is a hash-free scan of a few entries. */
 #define SB_MAX_SOURCES 32
-#define SB_MAX_ADDRESS 255
 #define SB_MAX_BOUNDS 32
 
 typedef struct {
@@ -199,7 +201,7 @@ typedef struct {
  * libzmq, so the address is copied here and counted only after the send succeeded.
  * The caller guarantees room (a call ends as soon as the table is full). */
 static sb_source_t *source_of(sb_accounting_t *acc, const sb_header_t *h) {
-    size_t len = h->reply_to_len > SB_MAX_ADDRESS ? SB_MAX_ADDRESS : h->reply_to_len;
+    size_t len = h->reply_to_len; /* at most SB_MAX_ADDRESS: canonical_header checks */
     for (int i = 0; i < acc->nsources; i++) {
         sb_source_t *s = &acc->sources[i];
         if (s->address_len == len && memcmp(s->address, h->reply_to, len) == 0) return s;
@@ -248,7 +250,15 @@ static PyObject *accounting_result(const sb_accounting_t *acc) {
         Py_DECREF(sources);
         return NULL;
     }
-    for (int i = 0; i <= acc->nbounds; i++) PyList_SET_ITEM(buckets, i, PyLong_FromSsize_t(acc->latency_counts[i]));
+    for (int i = 0; i <= acc->nbounds; i++) {
+        PyObject *count = PyLong_FromSsize_t(acc->latency_counts[i]);
+        if (count == NULL) {
+            Py_DECREF(sources);
+            Py_DECREF(buckets);
+            return NULL;
+        }
+        PyList_SET_ITEM(buckets, i, count);
+    }
     return Py_BuildValue("(NNd)", sources, buckets, acc->latency_sum_s);
 }
 
@@ -568,7 +578,13 @@ static PyObject *forward(PyObject *self, PyObject *args) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nkinds; i++) {
-        PyList_SET_ITEM(count_list, i, PyLong_FromSsize_t(counts[(unsigned char)kinds[i] & 0x7f]));
+        PyObject *count = PyLong_FromSsize_t(counts[(unsigned char)kinds[i] & 0x7f]);
+        if (count == NULL) {
+            Py_DECREF(count_list);
+            Py_DECREF(frames);
+            return NULL;
+        }
+        PyList_SET_ITEM(count_list, i, count);
     }
     PyObject *accounting = accounting_result(&acc);
     if (accounting == NULL) {

@@ -99,12 +99,15 @@ class ServerSpans:
         method: str = scope["method"]
         route = self.routes.template(scope)
         attributes = {"http.request.method": method, "http.route": route, "url.path": scope["path"]}
+        incoming, state = _header(scope, b"traceparent"), _header(scope, b"tracestate")
+        if incoming and not tracing.is_valid(incoming):
+            incoming, state = "", ""  # W3C: ignore a malformed context, start a new trace
         with tracing.hop_span(
             f"{self.role} {method} {route}",
-            _header(scope, b"traceparent"),
+            incoming,
             kind="server",
             attributes=attributes,
-            tracestate=_header(scope, b"tracestate"),
+            tracestate=state,
         ) as span:
             token = _TRACEPARENT.set(tracing.traceparent_of(span))
 

@@ -35,7 +35,16 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["HELP", "router_families", "router_up_family", "worker_ids_by_address"]
+__all__ = [
+    "HELP",
+    "UNKNOWN_WORKER",
+    "router_families",
+    "router_up_family",
+    "worker_ids_by_address",
+]
+
+#: The ``worker`` label of detokenizer traffic whose return address no worker has.
+UNKNOWN_WORKER = "unknown"
 
 #: Each router family's HELP text (the catalogue's meaning, shortened).
 HELP: Final[Mapping[str, str]] = {
@@ -108,11 +117,19 @@ def _fabric(
     """Traffic, drops, rejects, histograms and backlog: both routers report these."""
     messages = _counter("switchboard_messages_total", ["route", "worker"])
     size = _counter("switchboard_message_bytes_total", ["route", "worker"])
+    # The detokenizer router labels traffic by return address: map each to its worker id,
+    # and an address no registry row has to "unknown" (never a raw address as a label).
+    by_address = process == "detokenizer_router"
+    totals: dict[tuple[str, str], list[float]] = {}
     for row in snapshot["traffic"]:
         peer = str(row["worker"])
-        labels = [str(row["route"]), worker_ids.get(peer, peer)]
-        messages.add_metric(labels, float(row["messages"]))
-        size.add_metric(labels, float(row["bytes"]))
+        worker = worker_ids.get(peer, UNKNOWN_WORKER) if by_address else peer
+        total = totals.setdefault((str(row["route"]), worker), [0.0, 0.0])
+        total[0] += float(row["messages"])
+        total[1] += float(row["bytes"])
+    for (route, worker), (count, nbytes) in sorted(totals.items()):
+        messages.add_metric([route, worker], count)
+        size.add_metric([route, worker], nbytes)
     yield messages
     yield size
     for key, name in (
@@ -181,8 +198,10 @@ def worker_ids_by_address(snapshot: Mapping[str, Any] | None) -> dict[str, str]:
     """
     if not snapshot:
         return {}
-    rows = snapshot.get("workers") or ()
-    return {str(row["address"]): str(row["worker"]) for row in rows if row.get("address")}
+    rows = [row for row in snapshot.get("workers") or () if row.get("address")]
+    # Live rows last, so a live worker wins over a departed one that had its address.
+    rows.sort(key=lambda row: bool(row.get("up")))
+    return {str(row["address"]): str(row["worker"]) for row in rows}
 
 
 def router_families(

@@ -11,6 +11,7 @@ exposition of what could be read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +24,10 @@ from app.metrics.exposition import merge_families, multiprocess_families, render
 from app.metrics.families import router_families, router_up_family, worker_ids_by_address
 from router_core.control import AsyncControlClient, ControlError
 
-__all__ = ["HostMetrics"]
+__all__ = ["MAX_ADDRESSES", "HostMetrics"]
+
+#: Worker return addresses remembered across scrapes (a bound, not an expected size).
+MAX_ADDRESSES = 4096
 
 log = logging.getLogger("switchboard.admin.metrics")
 
@@ -44,6 +48,10 @@ class HostMetrics:
         self.timeout_s = timeout_s
         #: Processes whose last read failed, so a router that is down is logged once.
         self._failing: set[str] = set()
+        #: Return address -> worker id, kept across scrapes so that detokenizer traffic
+        #: keeps its worker id while the tokenizer router does not answer or after a
+        #: worker left its registry; the most recently seen :data:`MAX_ADDRESSES`.
+        self._worker_ids: dict[str, str] = {}
 
     async def _read(self, process: str, client: AsyncControlClient) -> Any:
         """The router's snapshot as plain data, or None if it did not answer."""
@@ -85,10 +93,10 @@ class HostMetrics:
                 strict=True,
             )
         )
-        try:
-            worker_ids = worker_ids_by_address(snapshots.get("tokenizer_router"))
-        except (KeyError, TypeError, AttributeError):
-            worker_ids = {}
+        # An unreadable snapshot is reported with the tokenizer router's families below.
+        with contextlib.suppress(KeyError, TypeError, AttributeError):
+            self._remember(worker_ids_by_address(snapshots.get("tokenizer_router")))
+        worker_ids = self._worker_ids
         read = {name: self._families(name, snapshots[name], worker_ids) for name in names}
         answered = {name: got is not None for name, got in read.items()}
         sources: list[list[Metric]] = [[router_up_family(answered)]]
@@ -96,6 +104,14 @@ class HostMetrics:
         if self.multiproc_dir is not None:
             sources.append(await asyncio.to_thread(multiprocess_families, self.multiproc_dir))
         return merge_families(sources)
+
+    def _remember(self, seen: Mapping[str, str]) -> None:
+        """Add this scrape's addresses (newest last) and forget the oldest beyond the cap."""
+        for address, worker in seen.items():
+            self._worker_ids.pop(address, None)
+            self._worker_ids[address] = worker
+        for address in list(self._worker_ids)[: max(0, len(self._worker_ids) - MAX_ADDRESSES)]:
+            del self._worker_ids[address]
 
     async def exposition(self) -> bytes:
         """The text exposition of :meth:`families`."""

@@ -29,7 +29,7 @@ __all__ = ["MAX_OPEN_SPANS", "REQUEST_SPAN", "RequestSpans"]
 REQUEST_SPAN: Final = "engine request"
 #: Open request spans kept at most; beyond, the oldest is ended (an engine that never
 #: finishes requests must not grow without bound).
-MAX_OPEN_SPANS: Final = 100_000
+MAX_OPEN_SPANS: Final = 10_000
 
 _TRACED_KINDS: Final = frozenset({Kind.GENERATE, Kind.EMBED})
 

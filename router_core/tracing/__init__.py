@@ -23,6 +23,7 @@ from router_core.tracing.spans import (
     batch_span,
     hop_span,
     is_sampled,
+    is_valid,
     start_span,
     traceparent_of,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "enabled",
     "hop_span",
     "is_sampled",
+    "is_valid",
     "setup",
     "shutdown",
     "start_span",

@@ -20,7 +20,15 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, SpanKind
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-__all__ = ["Kind", "batch_span", "hop_span", "is_sampled", "start_span", "traceparent_of"]
+__all__ = [
+    "Kind",
+    "batch_span",
+    "hop_span",
+    "is_sampled",
+    "is_valid",
+    "start_span",
+    "traceparent_of",
+]
 
 #: A span's kind, as OpenTelemetry names them.
 Kind = Literal["server", "client", "producer", "consumer", "internal"]
@@ -152,6 +160,18 @@ def traceparent_of(span: Span | None) -> str:
 def _distinct_sampled(row_traceparents: Sequence[str]) -> list[str]:
     """The sampled entries, each once, in first-seen order."""
     return list(dict.fromkeys(tp for tp in row_traceparents if tp and is_sampled(tp)))
+
+
+def is_valid(traceparent: str) -> bool:
+    """Whether ``traceparent`` parses into a valid W3C context (sampled or not).
+
+    An HTTP entry point ignores one that does not (and starts a new trace), as the W3C
+    Trace Context recommendation asks; internal hops never do (see :func:`hop_span`).
+    False while tracing is off (nothing parses then).
+    """
+    if not traceparent or current_tracer() is None:
+        return False
+    return _parent(traceparent, "")[0]
 
 
 def _parent(traceparent: str, tracestate: str) -> tuple[bool, Context | None]:

@@ -182,6 +182,30 @@ class TestRouterFamilies:
         assert value(messages, "switchboard_messages_total", route="detokenize", worker="w0") == 7
         assert "switchboard_workers" not in families and "switchboard_engine_up" not in families
 
+    def test_unmapped_addresses_are_one_unknown_worker(self) -> None:
+        """Addresses no registry row has are summed under worker "unknown", never kept
+        as raw addresses (labels stay bounded and mean one thing)."""
+        snapshot = detokenizer_snapshot()
+        snapshot["traffic"] = [
+            {"route": "detokenize", "worker": f"ipc:///gone/{i}", "messages": 1, "bytes": 10}
+            for i in range(3)
+        ]
+        messages = by_name(router_families(snapshot, {}))["switchboard_messages"]
+        assert (
+            value(messages, "switchboard_messages_total", route="detokenize", worker="unknown") == 3
+        )
+        assert {s.labels["worker"] for s in messages.samples} == {"unknown"}
+
+    def test_a_live_worker_wins_its_address(self) -> None:
+        """When a departed worker and a live one had the same address, the live id is used."""
+        snapshot = tokenizer_snapshot()
+        address = "ipc:///run/worker-shared"
+        snapshot["workers"] = [
+            {**snapshot["workers"][0], "worker": "w9", "address": address, "up": 1},
+            {**snapshot["workers"][0], "worker": "w1", "address": address, "up": 0},
+        ]
+        assert worker_ids_by_address(snapshot) == {address: "w9"}
+
     def test_no_engine_load_reports_the_engine_down(self) -> None:
         """Without a load snapshot only switchboard_engine_up is reported, at 0."""
         snapshot = tokenizer_snapshot()
@@ -409,6 +433,37 @@ class TestHostMetrics:
         messages = parsed["switchboard_messages"]
         assert value(messages, "switchboard_messages_total", route="detokenize", worker="w0") == 7
         assert "switchboard_http_requests_in_flight" in parsed
+
+    def test_worker_ids_outlive_a_silent_tokenizer_router(
+        self, routers: tuple[str, str], run_dir: Path
+    ) -> None:
+        """Once the tokenizer router has named a worker's address, detokenizer traffic
+        keeps that worker id on later scrapes while the tokenizer router is silent."""
+        tokenizer, detokenizer = routers
+
+        async def run() -> tuple[bytes, bytes]:
+            clients = {
+                "tokenizer_router": AsyncControlClient(tokenizer),
+                "detokenizer_router": AsyncControlClient(detokenizer),
+            }
+            silent = AsyncControlClient(f"ipc://{run_dir}/nobody")
+            try:
+                host = HostMetrics(clients, multiproc_dir=None, timeout_s=0.3)
+                first = await host.exposition()
+                host.routers["tokenizer_router"] = silent
+                return first, await host.exposition()
+            finally:
+                for client in (*clients.values(), silent):
+                    await client.close()
+
+        first, second = (parse(text) for text in asyncio.run(run()))
+        for parsed in (first, second):
+            messages = parsed["switchboard_messages"]
+            assert (
+                value(messages, "switchboard_messages_total", route="detokenize", worker="w0") == 7
+            )
+        up = {s.labels["process"]: s.value for s in second["switchboard_router_up"].samples}
+        assert up == {"tokenizer_router": 0.0, "detokenizer_router": 1.0}
 
     def test_a_silent_router_is_down_not_an_error(self, run_dir: Path) -> None:
         """A router nobody serves is router_up 0, and its families are absent."""

@@ -109,6 +109,17 @@ class TestServerSpans:
         assert span.name == "admin POST /api/fail" and span.parent is None
         assert span.status.status_code is StatusCode.ERROR
 
+    def test_malformed_traceparent_starts_a_new_trace(self, exporter: InMemorySpanExporter) -> None:
+        """A traceparent that does not parse is ignored (W3C): the request is still
+        traced, as a root, and the handler gets a context to send on."""
+        app, routes = small_app()
+        app.add_middleware(ServerSpans, role="admin", routes=routes)
+        with TestClient(app) as client:
+            answer = client.get("/api/items/7", headers={"traceparent": "garbage"})
+        (span,) = exporter.get_finished_spans()
+        assert span.parent is None and span.context.trace_id != int(TRACE_ID, 16)
+        assert answer.json()["traceparent"].split("-")[1] == f"{span.context.trace_id:032x}"
+
     def test_tracing_off_installs_nothing(self) -> None:
         """With tracing and metrics off a worker adds no observing middleware at all."""
         assert not tracing.enabled()
