@@ -1,12 +1,12 @@
 """One exposition for the whole host: families from several sources merged by name.
 
 The routers' families (:mod:`app.metrics.families`) and the multiprocess directory's
-(workers, detokenizers) can share a name: ``switchboard_messages_total`` has ``backward``
-series from the detokenizers, ``switchboard_hop_latency_seconds`` a ``backward`` series
-from the workers. The text format allows one block per family, so :func:`merge_families`
-makes one family of each name; samples with the same name and labels from two sources
-are added (counters and histogram buckets, sums and counts are additive, and a gauge is
-only ever reported by one source).
+(the workers') can share a name: ``switchboard_messages_total`` and
+``switchboard_hop_latency_seconds`` have ``backward`` series from the workers. The text
+format allows one block per family, so :func:`merge_families` makes one family of each
+name; samples with the same name and labels from two sources are added (counters and
+histogram buckets, sums and counts are additive, and a gauge is only ever reported by
+one source).
 """
 
 from __future__ import annotations

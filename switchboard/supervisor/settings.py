@@ -157,7 +157,7 @@ class StackSettings(BaseSettings):
     )
     metrics: bool = Field(
         True,
-        description="workers and detokenizers record Prometheus metrics in <run dir>/metrics "
+        description="workers record Prometheus metrics in <run dir>/metrics "
         "(the admin app's /metrics serves them with the routers'); off: they record nothing",
     )
     otlp_endpoint: str | None = Field(
