@@ -41,7 +41,7 @@ class AdminSettings(BaseSettings):
     )
     metrics_dir: Path | None = Field(
         default=None,
-        description="the workers' prometheus_client multiprocess "
+        description="the children's prometheus_client multiprocess "
         "directory, aggregated by /metrics (unset: none)",
     )
     metrics_timeout_s: float = Field(

@@ -34,7 +34,7 @@ log = logging.getLogger("switchboard.admin.metrics")
 
 class HostMetrics:
     """The host's exposition from ``routers`` (process name -> control client) and the
-    multiprocess directory ``multiproc_dir`` (None: no workers' metrics)."""
+    multiprocess directory ``multiproc_dir`` (None: none of the children's metrics)."""
 
     def __init__(
         self,

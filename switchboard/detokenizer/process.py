@@ -43,6 +43,7 @@ from router_core.wire.split import (
     combine_rows,
     group_by_destination,
 )
+from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
 from switchboard.detokenizer.rows import RowDetokenizer
 from switchboard.text import Tokenizer, load_tokenizer
 
@@ -110,6 +111,8 @@ class Detokenizer:
         self._rows: RowDetokenizer | None = None
         self._destinations: DestinationSet | None = None
         self._next_evict = 0.0
+        self._export: CounterExport | None = None
+        self._next_export = 0.0
 
     @property
     def open_requests(self) -> int:
@@ -131,6 +134,7 @@ class Detokenizer:
 
     def _serve(self) -> None:
         settings = self.settings
+        self._export = CounterExport("detokenizer")
         tokenizer = settings.tokenizer or load_tokenizer()
         self._rows = RowDetokenizer(
             tokenizer,
@@ -163,6 +167,7 @@ class Detokenizer:
         finally:
             if owns_context:
                 context.term()
+            self._export.sync(self.counters)
             logger.info("detokenizer stopped: %s", self.counters.snapshot())
 
     def _tick(self, now: float) -> float:
@@ -170,7 +175,11 @@ class Detokenizer:
             assert self._rows is not None
             self._rows.evict(now)
             self._next_evict = now + self.settings.evict_interval_s
-        return self._next_evict
+        if now >= self._next_export:
+            assert self._export is not None
+            self._export.sync(self.counters)
+            self._next_export = now + SYNC_INTERVAL_S
+        return min(self._next_evict, self._next_export)
 
     def _handle(self, header: Header, frames: list[FrameLike]) -> None:
         kind = header.kind

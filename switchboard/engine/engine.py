@@ -30,6 +30,7 @@ from router_core.engine_link import Command, EngineInput, EngineLink, Request
 from router_core.wire.control import ContinueRequest, FreezeGC, PauseRequest
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
+from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
 from switchboard.engine.scheduler import Scheduler, Sequence, StepResult, StepRow
 
 __all__ = ["INIT_DETOKENIZE_OFFSET", "BuiltinEngine", "OutputOptions", "token_batch"]
@@ -134,6 +135,8 @@ class BuiltinEngine:
             tracing.shutdown()  # after the link closed, so its open request spans are in
 
     def _serve(self) -> None:
+        export = CounterExport("engine")
+        next_export = 0.0
         with self.link:
             log.info("built-in engine up")
             while not self._stopping:
@@ -146,6 +149,10 @@ class BuiltinEngine:
                 if now >= self._next_load:
                     self.link.publish_load(self.scheduler.load())
                     self._next_load = now + self.load_interval_s
+                if now >= next_export:
+                    export.sync(self.link.counters)
+                    next_export = now + SYNC_INTERVAL_S
+        export.sync(self.link.counters)  # what closing the link counted, too
         log.info("built-in engine stopped after %d steps", self.scheduler.steps)
 
     def _timeout_ms(self, now: float) -> int:

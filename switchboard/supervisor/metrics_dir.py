@@ -1,7 +1,7 @@
 """The stack's Prometheus multiprocess directory, ``<run dir>/metrics``.
 
-Workers write their ``prometheus_client`` values there, one file per
-process and kind (``PROMETHEUS_MULTIPROC_DIR``); the admin app aggregates it at scrape
+Workers, the engine and the detokenizers write their ``prometheus_client`` values there,
+one file per process and kind (``PROMETHEUS_MULTIPROC_DIR``); the admin app aggregates it at scrape
 time. The supervisor owns its life: :meth:`MetricsDirectory.prepare` wipes and makes it
 before any child starts (files of an earlier run would add in), :meth:`retire` drops a
 child's live gauges as soon as it exits (before it is restarted), so a killed worker's

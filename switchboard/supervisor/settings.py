@@ -157,8 +157,9 @@ class StackSettings(BaseSettings):
     )
     metrics: bool = Field(
         True,
-        description="workers record Prometheus metrics in <run dir>/metrics "
-        "(the admin app's /metrics serves them with the routers'); off: they record nothing",
+        description="workers, engine and detokenizers record Prometheus metrics in "
+        "<run dir>/metrics (the admin app's /metrics serves them with the routers'); "
+        "off: they record nothing",
     )
     otlp_endpoint: str | None = Field(
         None,

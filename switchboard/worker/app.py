@@ -47,6 +47,7 @@ def create_app(
         started_ns=time.time_ns(),
     )
     link = WorkerLink(settings.link, identity, on_outputs=outputs_observer(metrics))
+    metrics.export_counters(link.counters)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -29,7 +29,9 @@ from contextvars import ContextVar
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
+from router_core.counters import Counters
 from router_core.histogram import E2E_BUCKETS, HOP_BUCKETS, HTTP_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from switchboard.counter_export import CounterExport
 from switchboard.worker.metric_buffers import FLUSH_INTERVAL_S, CounterBuffer, HistogramBuffer
 
 if TYPE_CHECKING:
@@ -94,6 +96,9 @@ class Metrics:
     def backward_output(self, latency_s: float | None, rows: int, nbytes: int) -> None:
         """An output message of ``rows`` rows and ``nbytes`` bytes arrived ``latency_s``
         after its sender stamped it (None: not stamped); the worker link's hook."""
+
+    def export_counters(self, counters: Counters) -> None:
+        """Export ``counters``' ``rejected`` counts (the worker link's) on every flush."""
 
     def flush(self) -> None:
         """Write buffered observations out (see the module docstring)."""
@@ -259,6 +264,7 @@ class PrometheusMetrics(Metrics):
         self.backward_bytes = CounterBuffer(
             families.message_bytes.labels(route="backward", worker=worker_id)
         )
+        self._exports: list[tuple[CounterExport, Counters]] = []
         self._buffers = (
             self.itl,
             self.generation_tokens,
@@ -306,9 +312,14 @@ class PrometheusMetrics(Metrics):
         if latency_s is not None:
             self.backward_hop.observe(latency_s)
 
+    def export_counters(self, counters: Counters) -> None:
+        self._exports.append((CounterExport("worker", ("rejected",)), counters))
+
     def flush(self) -> None:
         for buffer in self._buffers:
             buffer.flush()
+        for export, counters in self._exports:
+            export.sync(counters)
 
 
 def worker_metrics(worker_id: str) -> Metrics:

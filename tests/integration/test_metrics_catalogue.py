@@ -16,13 +16,13 @@ import pytest
 import zmq
 
 from dashboards.catalogue import load_catalogue
-from router_core.endpoints import RouterEndpoints
+from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints, worker_address
 from router_core.transport import connect
 from router_core.wire.codec import frame_batch
 from router_core.wire.outputs import BatchStrOutput
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
 from tests.integration.harness.polling import wait_until
-from tests.integration.harness.scrape import families, generate, scrape, some_load
+from tests.integration.harness.scrape import families, generate, samples, scrape, some_load
 
 pytestmark = pytest.mark.integration
 
@@ -114,3 +114,38 @@ class TestCatalogue:
             if name.startswith("switchboard_")
         }
         assert exposed - set(entries) == set()
+
+
+class TestEveryProcessReportsRejects:
+    """Drops and rejects are not the routers' alone: every process that counts them exports them."""
+
+    def test_engine_detokenizer_and_worker_rejects_reach_metrics(self, stack: AdminStack) -> None:
+        """A malformed frame sent to the engine, a detokenizer and a worker is counted by
+        each as rejected{bad_header} and shows on /metrics under its process within the
+        export interval."""
+        run_dir = stack.run_dir
+        targets = [
+            RouterEndpoints.in_run_dir(run_dir).engine,
+            DetokenizerRouterEndpoints.in_run_dir(run_dir, 2).detokenizers[0],
+            worker_address(run_dir, "w0"),
+        ]
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        try:
+            for endpoint in targets:
+                sock = connect(context, zmq.PUSH, endpoint, linger_ms=1000)
+                sock.send_multipart([b"not a header", b"x"])
+                sock.close()
+        finally:
+            context.term()
+
+        def processes() -> set[str] | None:
+            found = {
+                labels["process"]
+                for labels, value in samples(
+                    scrape(stack), "switchboard_rejected_frames_total", reason="bad_header"
+                )
+                if value >= 1
+            }
+            return found if {"engine", "detokenizer", "worker"} <= found else None
+
+        wait_until(processes, DEADLINE_S, "rejects from the engine, a detokenizer and a worker")
