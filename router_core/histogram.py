@@ -79,6 +79,13 @@ class Histogram:
             self.count += count
         self.sum += total
 
+    def take(self) -> tuple[list[int], float]:
+        """The per-bucket counts (``+Inf`` last, not cumulative) and the sum since the
+        last take, leaving the histogram empty: for writing observations out in bulk."""
+        counts, total = self._counts, self.sum
+        self._counts, self.count, self.sum = [0] * len(counts), 0, 0.0
+        return counts, total
+
     def cumulative(self) -> list[tuple[float, int]]:
         """``(upper bound, observations <= bound)`` pairs, ending with ``+Inf``."""
         pairs: list[tuple[float, int]] = []

@@ -44,6 +44,7 @@ import zmq
 from router_core import tracing
 from router_core.counters import Counters
 from router_core.inbound import BUDGET
+from router_core.traffic import message_bytes
 from router_core.transport import (
     FrameLike,
     MalformedMessage,
@@ -449,7 +450,7 @@ class WorkerLink:
                 self._on_row(header.kind, rid, frame)
         if self._on_outputs is not None:
             latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9) if header.sent_ns else None
-            nbytes = sum(len(frame) for frame in frames)
+            nbytes = message_bytes(frames)
             try:
                 self._on_outputs(latency_s, len(header.rids), nbytes)
             except Exception:  # an observer's bug must not cost the rows that follow

@@ -9,9 +9,10 @@ them out every :data:`FLUSH_INTERVAL_S`, at most a second before a scrape could 
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
+
+from router_core.histogram import Histogram as PendingHistogram
 
 if TYPE_CHECKING:
     from prometheus_client import Counter, Histogram
@@ -42,27 +43,24 @@ def add_to_histogram(child: Histogram, per_bucket: Sequence[int], total: float) 
 
 
 class HistogramBuffer:
-    """Observations of one labelled histogram since the last :meth:`flush`."""
+    """Observations of one labelled histogram since the last :meth:`flush`, kept in a
+    :class:`~router_core.histogram.Histogram` with the same bounds."""
 
-    __slots__ = ("_bounds", "_child", "_counts", "_sum")
+    __slots__ = ("_child", "_pending")
 
     def __init__(self, child: Histogram, bounds: Sequence[float]) -> None:
         self._child = child
-        self._bounds = tuple(bounds)
-        self._counts = [0] * (len(self._bounds) + 1)
-        self._sum = 0.0
+        self._pending = PendingHistogram(bounds)
 
     def observe(self, value: float, times: int = 1) -> None:
         """Record ``value`` ``times`` times (``le`` semantics: a bound is inclusive)."""
-        self._counts[bisect_left(self._bounds, value)] += times
-        self._sum += value * times
+        self._pending.observe(value, times)
 
     def flush(self) -> None:
         """Write what was recorded into the histogram and start again."""
-        if not any(self._counts):
+        if not self._pending.count:
             return
-        counts, total = self._counts, self._sum
-        self._counts, self._sum = [0] * len(counts), 0.0
+        counts, total = self._pending.take()
         add_to_histogram(self._child, counts, total)
 
 

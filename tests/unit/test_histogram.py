@@ -74,3 +74,14 @@ class TestTrafficStats:
     def test_nanosecond_bounds_match_the_seconds_bounds(self) -> None:
         """The C loop's integer bounds are the shared hop buckets, in nanoseconds."""
         assert [ns / 1e9 for ns in HOP_BOUNDS_NS] == pytest.approx(list(HOP_BUCKETS))
+
+
+class TestTake:
+    def test_take_returns_and_empties(self) -> None:
+        """take() hands over per-bucket counts (+Inf last) and the sum, then starts again."""
+        histogram = Histogram((1.0, 2.0))
+        histogram.observe(0.5, times=2)
+        histogram.observe(5.0)
+        assert histogram.take() == ([2, 0, 1], 6.0)
+        assert histogram.count == 0 and histogram.sum == 0.0
+        assert histogram.take() == ([0, 0, 0], 0.0)
