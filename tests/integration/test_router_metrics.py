@@ -93,7 +93,10 @@ class TestTokenizerRouterMetrics:
         assert all(row["address"].startswith("ipc://") for row in rows.values())
         assert all(abs(row["last_heartbeat_unix_s"] - time.time()) < 5 for row in rows.values())
         assert snapshot["engine"]["up"] is True
-        assert snapshot["rejected"] == {} and snapshot["backlog_messages"] == 0
+        # A polling control call can outlive its deadline on a loaded machine (counted as
+        # control_expired); no request or worker message may be rejected.
+        assert set(snapshot["rejected"]) <= {"control_expired"}
+        assert snapshot["backlog_messages"] == 0
 
     def test_a_departed_worker_is_reported_down(self, stack: Stack) -> None:
         """A worker that deregistered is listed as dead with up 0, next to a live one."""
