@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
@@ -19,15 +18,15 @@ from router_core import tracing
 from router_core.control.server import Command, ControlServer, ReplyTo
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
-from router_core.detokenizer_router.picker import DetokenizerPicker, StickyKey
-from router_core.endpoints import DetokenizerRouterEndpoints
+from router_core.detokenizer_router.picker import DetokenizerPicker
+from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.inbound import BoundSockets, drain, regroup
 from router_core.loop import PollLoop
 from router_core.traffic import DETOKENIZE, TrafficStats, router_metrics
-from router_core.transport import DEFAULT_HWM, FrameLike
+from router_core.transport import FrameLike
 from router_core.wire import BATCH_KINDS, Header, Kind
 
-__all__ = ["COMMANDS", "DetokenizerRouter", "DetokenizerRouterSettings"]
+__all__ = ["COMMANDS", "DetokenizerRouter"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,24 +34,6 @@ _BROADCAST_KINDS: Final = frozenset({Kind.FREEZE_GC, Kind.IDLE})
 
 #: The span of routing one batch (role-based name, see docs/observability.md).
 ROUTE_SPAN: Final = "detokenizer-router route_batch"
-
-
-@dataclass(frozen=True, kw_only=True)
-class DetokenizerRouterSettings:
-    """How a detokenizer router runs."""
-
-    endpoints: DetokenizerRouterEndpoints
-    sticky_key: StickyKey = "worker"
-    hwm: int = DEFAULT_HWM
-    backlog_limit: int = 1000
-    drain_timeout_s: float = 2.0
-    allow_remote: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.endpoints.detokenizers:
-            raise ValueError("need at least one detokenizer endpoint")
-        if self.hwm <= 0 or self.backlog_limit <= 0:
-            raise ValueError("hwm and backlog_limit must be positive (bounded queues)")
 
 
 class DetokenizerRouter:

@@ -19,7 +19,6 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
@@ -30,14 +29,15 @@ from router_core.barrier import PauseBarrier, PauseOperation
 from router_core.control.server import ControlServer, ReplyTo
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
-from router_core.endpoints import EndpointError, RouterEndpoints, check_endpoint
+from router_core.endpoints import EndpointError, check_endpoint
 from router_core.histogram import BARRIER_BUCKETS, HistogramSet
 from router_core.inbound import BoundSockets, Handler, drain, regroup
 from router_core.loop import PollLoop
 from router_core.registry import WorkerRecord, WorkerRegistry
 from router_core.tokenizer_router.forward import ForwardHop, kind_label
+from router_core.tokenizer_router.settings import RouterSettings
 from router_core.traffic import BACKWARD, BROADCAST, CONTROL, TrafficStats, message_bytes
-from router_core.transport import DEFAULT_HWM, FrameLike
+from router_core.transport import FrameLike
 from router_core.version import package_version
 from router_core.wire import (
     BATCH_KINDS,
@@ -64,7 +64,7 @@ from router_core.wire.control import (
     WorkerRegistration,
 )
 
-__all__ = ["ENGINE", "RouterSettings", "TokenizerRouter"]
+__all__ = ["ENGINE", "TokenizerRouter"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,29 +73,6 @@ SPLIT_SPAN: Final = "tokenizer-router split_outputs"
 
 #: Finished pause/continue operations kept for ``status``.
 RECENT_OPERATIONS: Final = 20
-
-
-@dataclass(frozen=True, kw_only=True)
-class RouterSettings:
-    """How a tokenizer router runs; every duration in seconds."""
-
-    endpoints: RouterEndpoints
-    heartbeat_interval_s: float = 1.0
-    heartbeat_timeout_s: float = 5.0
-    barrier_timeout_s: float = 5.0
-    engine_timeout_s: float = 10.0
-    hwm: int = DEFAULT_HWM
-    backlog_limit: int = 1000
-    drain_timeout_s: float = 2.0
-    allow_remote: bool = False
-
-    def __post_init__(self) -> None:
-        if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
-            raise ValueError("heartbeat_timeout_s must exceed heartbeat_interval_s")
-        if min(self.barrier_timeout_s, self.engine_timeout_s, self.drain_timeout_s) < 0:
-            raise ValueError("timeouts must not be negative")
-        if self.hwm <= 0 or self.backlog_limit <= 0:
-            raise ValueError("hwm and backlog_limit must be positive (bounded queues)")
 
 
 class TokenizerRouter:
