@@ -5,7 +5,8 @@
 (:mod:`~switchboard.detokenizer.cli`) runs it.
 """
 
-from switchboard.detokenizer.process import Detokenizer, DetokenizerSettings, OutputsTo
+from switchboard.detokenizer.process import Detokenizer
 from switchboard.detokenizer.rows import RowDetokenizer, str_row
+from switchboard.detokenizer.settings import DetokenizerSettings, OutputsTo
 
 __all__ = ["Detokenizer", "DetokenizerSettings", "OutputsTo", "RowDetokenizer", "str_row"]

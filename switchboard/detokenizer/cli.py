@@ -17,7 +17,8 @@ from switchboard.cli import (
     _positive_int,
     _run_dir,
 )
-from switchboard.detokenizer.process import Detokenizer, DetokenizerSettings
+from switchboard.detokenizer.process import Detokenizer
+from switchboard.detokenizer.settings import DetokenizerSettings
 from switchboard.text import TokenizerLoadError, load_tokenizer
 
 __all__ = ["add_parser", "build"]

@@ -23,8 +23,6 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 import zmq
 
@@ -33,7 +31,7 @@ from router_core.counters import Counters
 from router_core.destinations import DestinationSet
 from router_core.inbound import BoundSockets, drain, regroup
 from router_core.loop import PollLoop
-from router_core.transport import DEFAULT_HWM, FrameLike
+from router_core.transport import FrameLike
 from router_core.wire import Header, Kind, WireError
 from router_core.wire.codec import decode_payload, frame_batch
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
@@ -45,55 +43,18 @@ from router_core.wire.split import (
 )
 from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
 from switchboard.detokenizer.rows import RowDetokenizer
-from switchboard.text import Tokenizer, load_tokenizer
+from switchboard.detokenizer.settings import DetokenizerSettings
+from switchboard.text import load_tokenizer
 
-__all__ = ["Detokenizer", "DetokenizerSettings", "OutputsTo"]
+__all__ = ["Detokenizer"]
 
 logger = logging.getLogger(__name__)
-
-#: Where text batches go: straight to each owning worker, or through the tokenizer router.
-OutputsTo = Literal["workers", "router"]
 
 #: The span around one token batch's handling.
 DETOKENIZE_SPAN = "detokenizer detokenize_batch"
 
 #: A text row and its trace context (``""`` when untraced).
 _TracedRow = tuple[BatchStrOutput, str]
-
-
-@dataclass(frozen=True, kw_only=True)
-class DetokenizerSettings:
-    """How one detokenizer runs."""
-
-    #: The PULL this detokenizer binds (the detokenizer router's ``detokenizers[j]``).
-    endpoint: str
-    #: This detokenizer's index j (names it in traces: ``detokenizer-<j>``).
-    index: int = 0
-    outputs_to: OutputsTo = "workers"
-    #: The tokenizer router's ``outputs``; required when ``outputs_to == "router"``.
-    router_outputs: str | None = None
-    #: A loaded tokenizer; None loads the built-in default in :meth:`Detokenizer.run`.
-    tokenizer: Tokenizer | None = None
-    hwm: int = DEFAULT_HWM
-    backlog_limit: int = 1000
-    drain_timeout_s: float = 2.0
-    allow_remote: bool = False
-    holdback_chars: int = 32
-    state_ttl_s: float = 600.0
-    max_states: int = 100_000
-    evict_interval_s: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.outputs_to not in ("workers", "router"):
-            raise ValueError(f"outputs_to must be 'workers' or 'router', not {self.outputs_to!r}")
-        if self.outputs_to == "router" and not self.router_outputs:
-            raise ValueError("outputs through the router need the router's outputs endpoint")
-        if self.hwm <= 0 or self.backlog_limit <= 0:
-            raise ValueError("hwm and backlog_limit must be positive (bounded queues)")
-        if self.index < 0:
-            raise ValueError("index must be >= 0")
-        if self.holdback_chars < 0 or self.state_ttl_s <= 0 or self.max_states <= 0:
-            raise ValueError("holdback_chars >= 0, state_ttl_s > 0, max_states > 0 required")
 
 
 class Detokenizer:
