@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CODE := router_core app switchboard tests examples dashboards
+CODE := router_core httpkit app switchboard tests examples dashboards
 
 #: Debian packages the tests drive for real (installed when running as root); each
 #: package's name is also the command that shows it is installed.
@@ -46,7 +46,7 @@ lint: venv
 	$(BIN)/ruff format --check $(CODE)
 
 typecheck: venv
-	$(BIN)/mypy router_core app switchboard examples dashboards
+	$(BIN)/mypy router_core httpkit app switchboard examples dashboards
 
 test: system-deps node-deps lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -28,9 +28,9 @@ from app.poller import EventPoller
 from app.router_api import RouterApi
 from app.settings import AdminSettings
 from app.state import AdminState
+from httpkit.spans import RouteTemplates, ServerSpans
 from router_core import tracing
 from router_core.control import AsyncControlClient
-from switchboard.http_spans import RouteTemplates, ServerSpans
 
 __all__ = ["create_app"]
 

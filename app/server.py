@@ -11,7 +11,7 @@ import socket
 
 from fastapi import FastAPI
 
-from switchboard import http_serving
+from httpkit import serving as http_serving
 
 __all__ = ["listen_socket", "run_server"]
 

@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from httpkit.spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
-from switchboard.http_spans import RouteTemplates
 from switchboard.text import Tokenizer
 from switchboard.worker import native, openai_api
 from switchboard.worker.errors import install_error_handlers

@@ -16,11 +16,11 @@ from collections.abc import AsyncGenerator, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from httpkit.spans import server_traceparent
 from router_core.wire import Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
 from router_core.worker_link import OutputRow, WorkerLink, finish_reason_of
-from switchboard.http_spans import server_traceparent
 from switchboard.text import Tokenizer
 from switchboard.worker.metrics import NO_METRICS, Metrics
 from switchboard.worker.settings import WorkerSettings

@@ -11,9 +11,9 @@ from __future__ import annotations
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from httpkit.spans import RouteTemplates, ServerSpans
 from router_core import tracing
 from router_core.worker_link import OutputsObserver
-from switchboard.http_spans import RouteTemplates, ServerSpans
 from switchboard.worker.metrics import Metrics
 
 __all__ = ["HttpMetrics", "install_observers", "outputs_observer"]

@@ -14,8 +14,8 @@ from typing import Final
 
 from fastapi import FastAPI
 
+from httpkit import serving as http_serving
 from router_core.worker_link import WorkerLink
-from switchboard import http_serving
 
 __all__ = ["listen_socket", "run_server"]
 

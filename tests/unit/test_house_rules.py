@@ -19,11 +19,11 @@ import pytest
 import router_core
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCE_ROOTS = ("router_core", "app", "switchboard")
+SOURCE_ROOTS = ("router_core", "httpkit", "app", "switchboard")
 #: The one place that pickles on purpose: the seed-style baseline the router bench beats.
 PICKLE_ALLOWED = frozenset({Path("switchboard/bench/naive.py")})
 #: Code that speaks HTTP, and so must reach the router only through router_core clients.
-HTTP_ROOTS = ("app", "switchboard/worker")
+HTTP_ROOTS = ("httpkit", "app", "switchboard/worker")
 #: Modules that make a package an HTTP package.
 HTTP_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "h11", "httptools"})
 
@@ -181,7 +181,7 @@ class TestLayering:
         assert runtime_imports(ast.parse(source)) == {"typing", "prometheus_client"}
 
     def test_http_code_imports_no_zmq(self) -> None:
-        """No module of the admin app or the HTTP worker imports zmq."""
+        """No module of httpkit, the admin app or the HTTP worker imports zmq."""
         files = source_files(HTTP_ROOTS)
         assert any(path.name == "app.py" for path in files)
         offenders = [

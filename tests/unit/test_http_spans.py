@@ -1,4 +1,4 @@
-"""HTTP server spans and route templates (``switchboard.http_spans``), over a small FastAPI app.
+"""HTTP server spans and route templates (``httpkit.spans``), over a small FastAPI app.
 
 Spans go to an in-memory exporter; tracing is shut down after each test, so no tracer
 leaks into the next. Without tracing the middleware is not installed at all.
@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from httpkit.spans import OTHER_ROUTE, RouteTemplates, ServerSpans, server_traceparent
 from router_core import tracing
-from switchboard.http_spans import OTHER_ROUTE, RouteTemplates, ServerSpans, server_traceparent
 from switchboard.worker.metrics import NO_METRICS
 from switchboard.worker.observe import HttpMetrics, install_observers
 
