@@ -13,6 +13,8 @@ starts a root span for unsampled traffic; only HTTP entry points make roots.
 * :func:`batch_span` -- one span for a batch, a link to each sampled row context; the
   parent too when exactly one distinct sampled context is present (the OTel messaging
   convention), else a root with links.
+* :func:`batch_span_if_traced` -- :func:`batch_span` for a batch whose header carries
+  ``row_traces`` while tracing is on; a shared no-op otherwise (the per-message form).
 * :func:`start_span` / :func:`traceparent_of` -- a span ended by hand, and the context to
   send on for it.
 """
@@ -21,6 +23,7 @@ from router_core.tracing.provider import enabled, setup, shutdown
 from router_core.tracing.spans import (
     Kind,
     batch_span,
+    batch_span_if_traced,
     hop_span,
     is_sampled,
     is_valid,
@@ -31,6 +34,7 @@ from router_core.tracing.spans import (
 __all__ = [
     "Kind",
     "batch_span",
+    "batch_span_if_traced",
     "enabled",
     "hop_span",
     "is_sampled",

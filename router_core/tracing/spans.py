@@ -1,4 +1,5 @@
-"""Spans for hops: one per message (:func:`hop_span`), one per batch (:func:`batch_span`).
+"""Spans for hops: one per message (:func:`hop_span`), one per batch (:func:`batch_span`,
+or :func:`batch_span_if_traced` where a hop handles every message).
 
 Every function here is a cheap no-op while tracing is off (no tracer): no context is
 parsed and no OpenTelemetry module is imported beyond the API's ``INVALID_SPAN``. W3C
@@ -9,7 +10,7 @@ flags other than "sampled" (the SDK sets random-trace-id, ``03``) survive every 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Kind",
     "batch_span",
+    "batch_span_if_traced",
     "hop_span",
     "is_sampled",
     "is_valid",
@@ -38,6 +40,10 @@ BATCH_ROWS_ATTRIBUTE: Final = "messaging.batch.message_count"
 
 #: ``00-<32 hex trace id>-<16 hex span id>-<2 hex flags>``: flags start at 53.
 _TRACEPARENT_LENGTH: Final = 55
+
+#: What :func:`batch_span_if_traced` returns for an untraced batch: one shared context
+#: manager (``nullcontext`` is reusable and reentrant), so that path allocates nothing.
+_UNTRACED: Final[AbstractContextManager[None]] = nullcontext()
 
 
 def is_sampled(traceparent: str) -> bool:
@@ -115,6 +121,24 @@ def batch_span(
         name, context=parent, kind=_span_kind(kind), attributes=merged, links=links
     ) as span:
         yield span
+
+
+def batch_span_if_traced(
+    name: str,
+    row_traceparents: Sequence[str],
+    *,
+    kind: Kind = "consumer",
+    attributes: Mapping[str, Any] | None = None,
+) -> AbstractContextManager[Span | None]:
+    """:func:`batch_span` when tracing is on and ``row_traceparents`` (a header's
+    ``row_traces``) is not empty; else one shared no-op context manager that yields None.
+
+    For a hop that handles every message in a ``with`` block: the untraced path costs a
+    truth test, a tracer read and entering a no-op, and creates nothing.
+    """
+    if not row_traceparents or current_tracer() is None:
+        return _UNTRACED
+    return batch_span(name, row_traceparents, kind=kind, attributes=attributes)
 
 
 def start_span(
