@@ -16,6 +16,7 @@ then uses plain pyzmq.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import logging
 import os
 from collections.abc import Iterable
@@ -146,7 +147,7 @@ def native() -> ModuleType | None:
     if os.environ.get(_DISABLE_ENV):
         return None
     try:
-        from router_core import _fastpath  # type: ignore[attr-defined]
+        _fastpath = importlib.import_module("router_core._fastpath")
     except ImportError:
         logger.info("C fast path not built; routing runs in pure Python")
         return None

@@ -18,6 +18,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+import msgspec
+
+from router_core.control.replies import WorkerState, WorkerView
 from router_core.wire.control import Heartbeat, WorkerRegistration
 
 __all__ = [
@@ -28,8 +31,6 @@ __all__ = [
     "WorkerRegistry",
     "WorkerState",
 ]
-
-WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "dead"]
 
 ALLOWED_TRANSITIONS: Final[dict[WorkerState, frozenset[WorkerState]]] = {
     "starting": frozenset({"serving", "paused", "draining", "dead"}),
@@ -66,30 +67,30 @@ class WorkerRecord:
     drain_command: Literal["drain", "undrain"] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def view(self, now: float, wall_now: float) -> dict[str, Any]:
-        """A plain-dict view for control replies.
+    def view(self, now: float, wall_now: float) -> WorkerView:
+        """The worker as control replies show it.
 
         ``now`` is the monotonic clock; ``wall_now`` the Unix time at the same instant,
         used to give ``registered_at`` and ``last_heartbeat_at`` as Unix seconds.
         """
         wall = wall_now
-        return {
-            "worker_id": self.worker_id,
-            "address": self.address,
-            "pid": self.pid,
-            "host": self.host,
-            "version": self.version,
-            "started_ns": self.started_ns,
-            "state": self.state,
-            "inflight": self.inflight,
-            "heartbeats": self.heartbeats,
-            "last_seen_s_ago": round(now - self.last_seen, 3),
-            "registered_at": round(wall - (now - self.registered_at), 3),
-            "last_heartbeat_at": round(wall - (now - self.last_seen), 3),
-            "requests_sent": self.requests_sent,
-            "rows_received": self.rows_received,
-            "safe_to_delete": self.state == "drained" and self.inflight == 0,
-        }
+        return WorkerView(
+            worker_id=self.worker_id,
+            address=self.address,
+            pid=self.pid,
+            host=self.host,
+            version=self.version,
+            started_ns=self.started_ns,
+            state=self.state,
+            inflight=self.inflight,
+            heartbeats=self.heartbeats,
+            last_seen_s_ago=round(now - self.last_seen, 3),
+            registered_at=round(wall - (now - self.registered_at), 3),
+            last_heartbeat_at=round(wall - (now - self.last_seen), 3),
+            requests_sent=self.requests_sent,
+            rows_received=self.rows_received,
+            safe_to_delete=self.state == "drained" and self.inflight == 0,
+        )
 
 
 @dataclass(frozen=True)
@@ -101,16 +102,16 @@ class Departure:
     reason: str
     at: float
 
-    def view(self, now: float, wall_now: float) -> dict[str, Any]:
+    def view(self, now: float, wall_now: float) -> WorkerView:
         """The worker's last view, in state ``dead``, with why and how long ago it left."""
-        return {
-            **self.record.view(now, wall_now),
-            "state": "dead",
-            "inflight": 0,
-            "safe_to_delete": True,
-            "departure_reason": self.reason,
-            "departed_s_ago": round(now - self.at, 3),
-        }
+        return msgspec.structs.replace(
+            self.record.view(now, wall_now),
+            state="dead",
+            inflight=0,
+            safe_to_delete=True,
+            departure_reason=self.reason,
+            departed_s_ago=round(now - self.at, 3),
+        )
 
 
 #: Departed workers remembered at most.

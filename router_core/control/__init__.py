@@ -1,6 +1,17 @@
-"""The control socket: protocol, server-side dispatch and the clients."""
+"""The control socket: protocol, commands and replies, server-side dispatch and the clients.
 
-from router_core.control.client import AsyncControlClient, ControlClient
+The protocol, the command catalogue (:mod:`router_core.control.commands`) and the reply
+structs (:mod:`router_core.control.replies`) are pure data. The classes that own sockets
+(``ControlClient``, ``AsyncControlClient``, ``ControlServer``) are imported on first use,
+so pure code (a router's handlers) can use the protocol without loading zmq.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from router_core.control.commands import DEFERRED, Command, ControlCommand, ReplyTo
 from router_core.control.protocol import (
     ControlError,
     ControlReply,
@@ -8,13 +19,17 @@ from router_core.control.protocol import (
     ControlTimeout,
     ErrorCode,
 )
-from router_core.control.server import DEFERRED, Command, ControlServer, ReplyTo
+
+if TYPE_CHECKING:
+    from router_core.control.client import AsyncControlClient, ControlClient
+    from router_core.control.server import ControlServer
 
 __all__ = [
     "DEFERRED",
     "AsyncControlClient",
     "Command",
     "ControlClient",
+    "ControlCommand",
     "ControlError",
     "ControlReply",
     "ControlRequest",
@@ -23,3 +38,20 @@ __all__ = [
     "ErrorCode",
     "ReplyTo",
 ]
+
+#: Names that need zmq, and the module each comes from.
+_SOCKET_BOUND = {
+    "AsyncControlClient": "router_core.control.client",
+    "ControlClient": "router_core.control.client",
+    "ControlServer": "router_core.control.server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a socket-bound name on first use (PEP 562)."""
+    module = _SOCKET_BOUND.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -12,12 +12,13 @@ import contextlib
 import itertools
 import time
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import msgspec
 import zmq
 import zmq.asyncio
 
+from router_core.control.commands import ControlCommand
 from router_core.control.protocol import (
     ControlError,
     ControlReply,
@@ -29,6 +30,9 @@ from router_core.control.protocol import (
 )
 
 __all__ = ["AsyncControlClient", "ControlClient"]
+
+ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
+ReplyT = TypeVar("ReplyT")
 
 
 #: How much longer than a command's own ``timeout_s`` a client waits for its reply.
@@ -59,6 +63,25 @@ def _result_of(reply: ControlReply) -> Any:
     except ValueError:
         code = ErrorCode.INTERNAL
     raise ControlError(code, body.message)
+
+
+def _arguments(args: msgspec.Struct | None) -> dict[str, Any]:
+    """A command's argument struct as the request's ``args`` map."""
+    if args is None:
+        return {}
+    encoded: dict[str, Any] = msgspec.to_builtins(args)
+    return encoded
+
+
+def _typed(command: ControlCommand[Any, ReplyT], result: Any) -> ReplyT:
+    """``result`` as the command's reply type; ``ControlError`` if it is not one."""
+    try:
+        reply: ReplyT = msgspec.convert(result, command.reply_type)
+    except msgspec.ValidationError as exc:
+        raise ControlError(
+            ErrorCode.INTERNAL, f"{command.name}: unexpected reply shape: {exc}"
+        ) from exc
+    return reply
 
 
 def _configure(sock: zmq.Socket[Any]) -> None:
@@ -134,6 +157,19 @@ class ControlClient:
                 continue
             if reply.id == request_id:
                 return _result_of(reply)
+
+    def request(
+        self,
+        command: ControlCommand[ArgsT, ReplyT],
+        args: ArgsT | None = None,
+        *,
+        reply_timeout_s: float | None = None,
+    ) -> ReplyT:
+        """Run ``command`` (default arguments when ``args`` is None) and return its reply
+        as the command's reply type; a reply of another shape is ``ControlError``
+        (``INTERNAL``)."""
+        result = self.call(command.name, reply_timeout_s=reply_timeout_s, **_arguments(args))
+        return _typed(command, result)
 
     def close(self) -> None:
         """Close the socket; the client may be used again (it reconnects)."""
@@ -217,6 +253,17 @@ class AsyncControlClient:
         finally:
             self._waiting.pop(request_id, None)
         return _result_of(reply)
+
+    async def request(
+        self,
+        command: ControlCommand[ArgsT, ReplyT],
+        args: ArgsT | None = None,
+        *,
+        reply_timeout_s: float | None = None,
+    ) -> ReplyT:
+        """The typed call (see ``ControlClient.request``)."""
+        result = await self.call(command.name, reply_timeout_s=reply_timeout_s, **_arguments(args))
+        return _typed(command, result)
 
     async def _send(self, request: bytes) -> None:
         """Send without queueing for a server that is not connected: wait for it instead

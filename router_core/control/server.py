@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 import zmq
 
+from router_core.control.commands import DEFERRED, Command, ReplyTo
 from router_core.control.protocol import (
     ControlError,
     ControlReply,
@@ -33,29 +33,9 @@ logger = logging.getLogger(__name__)
 
 StateT = TypeVar("StateT")
 
-#: Returned by a handler that will answer later through :meth:`ControlServer.answer`.
-DEFERRED: Final = object()
-
 #: How many control requests to serve per readiness event, so control traffic can
 #: never starve the data path.
 _BUDGET: Final = 64
-
-
-@dataclass(frozen=True)
-class ReplyTo:
-    """Where a reply goes: the ROUTER envelope and the request id."""
-
-    envelope: tuple[bytes, ...]
-    request_id: int
-
-
-@dataclass(frozen=True)
-class Command(Generic[StateT]):
-    """One command: its handler, its argument struct and a one-line summary."""
-
-    handler: Callable[[StateT, Any, ReplyTo], Any]
-    args_type: type[msgspec.Struct]
-    summary: str
 
 
 class ControlServer(Generic[StateT]):

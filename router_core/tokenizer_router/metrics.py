@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Final, get_args
 
+from router_core.control.replies import WorkerView
 from router_core.registry import WorkerState
 from router_core.traffic import router_metrics
 
@@ -52,14 +53,14 @@ def metrics_snapshot(router: TokenizerRouter) -> dict[str, Any]:
     }
 
 
-def _worker_row(view: dict[str, Any], *, up: int) -> dict[str, Any]:
+def _worker_row(view: WorkerView, *, up: int) -> dict[str, Any]:
     return {
-        "worker": view["worker_id"],
-        "address": view["address"],
-        "state": view["state"],
+        "worker": view.worker_id,
+        "address": view.address,
+        "state": view.state,
         "up": up,
-        "last_heartbeat_unix_s": view["last_heartbeat_at"],
-        "in_flight": view["inflight"],
+        "last_heartbeat_unix_s": view.last_heartbeat_at,
+        "in_flight": view.inflight,
     }
 
 

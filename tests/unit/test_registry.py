@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import get_args
 
+import msgspec
 import pytest
 
 from router_core.registry import (
@@ -290,7 +291,7 @@ class TestRecordView:
         record.inflight, record.heartbeats, record.last_seen = 3, 9, 10.0
         record.requests_sent, record.rows_received = 40, 400
         view = record.view(now=12.5, wall_now=1_000.0)
-        assert view == {
+        assert msgspec.to_builtins(view) == {
             "worker_id": "w",
             "address": "ipc:///run/w",
             "pid": 1,
@@ -324,7 +325,7 @@ class TestRecordView:
         """safe_to_delete holds exactly for a drained worker with nothing in flight."""
         record = record_in(state)
         record.inflight = inflight
-        assert record.view(now=0.0, wall_now=0.0)["safe_to_delete"] is safe
+        assert record.view(now=0.0, wall_now=0.0).safe_to_delete is safe
 
 
 class TestDepartures:
@@ -338,9 +339,9 @@ class TestDepartures:
         registry.remember_departure(record, "deregistered", now=2.0)
         (departure,) = registry.departed(now=5.0)
         view = departure.view(now=5.0, wall_now=100.0)
-        assert view["worker_id"] == "w1" and view["state"] == "dead"
-        assert view["departure_reason"] == "deregistered" and view["departed_s_ago"] == 3.0
-        assert view["safe_to_delete"] is True and view["inflight"] == 0
+        assert view.worker_id == "w1" and view.state == "dead"
+        assert view.departure_reason == "deregistered" and view.departed_s_ago == 3.0
+        assert view.safe_to_delete is True and view.inflight == 0
 
     def test_departures_expire_after_the_ttl(self) -> None:
         """A departure older than departed_ttl_s is no longer listed."""
