@@ -1,5 +1,17 @@
 """What every routing loop shares: a stop flag, polling inbound sockets and flushing
-backlogged destinations, with timers, in one thread that always reaches its ``finally``.
+backlogged destinations, with timers, in one thread that always reaches its ``finally``
+(:class:`PollLoop`); and what such a loop serves with, from bind to drain
+(:class:`LoopResources`).
+
+Serving, as both routers and the detokenizer do it::
+
+    with LoopResources(settings, counters, context) as resources:
+        targets = resources.destinations()
+        inbound = resources.bind(zmq.PULL, endpoint)
+        loop.watch(inbound, lambda: drain(inbound, handle, counters))
+        loop.run(resources.backlogged, on_tick)
+    # destinations drained and closed, bound sockets closed (ipc files removed),
+    # the context termed if LoopResources made it
 """
 
 from __future__ import annotations
@@ -7,12 +19,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Protocol
 
 import zmq
 
-from router_core.destinations import Destination
+from router_core.counters import Counters
+from router_core.destinations import Destination, DestinationSet
+from router_core.inbound import BoundSockets
 
-__all__ = ["PollLoop"]
+__all__ = ["LoopResources", "LoopSettings", "PollLoop"]
 
 #: The longest a loop sleeps in poll, so a stop request is seen promptly.
 MAX_POLL_MS = 100
@@ -91,3 +107,115 @@ class PollLoop:
                 if ready.get(sock, 0) & zmq.POLLIN:
                     handler()
             next_tick = on_tick(time.monotonic())
+
+
+class LoopSettings(Protocol):
+    """The limits :class:`LoopResources` reads (every router's and the detokenizer's
+    settings have them)."""
+
+    @property
+    def hwm(self) -> int:
+        """High-water mark of every socket."""
+
+    @property
+    def allow_remote(self) -> bool:
+        """Whether a bind may use a non-loopback endpoint."""
+
+    @property
+    def backlog_limit(self) -> int:
+        """Messages each destination queues while its peer cannot take them."""
+
+    @property
+    def drain_timeout_s(self) -> float:
+        """How long each destination set drains its backlogs on exit."""
+
+
+class LoopResources:
+    """A poll loop's zmq context, bound sockets and destination sets, for one ``with``.
+
+    Entering makes a context unless one was given. Leaving, also on an exception (which
+    propagates): every destination set drains its backlogs (each set within
+    ``drain_timeout_s``, in the order they were made) and closes; then every bound socket
+    closes and its ipc file is removed; then the context is termed if it was made here.
+    A later step runs even when an earlier one raised.
+    """
+
+    def __init__(
+        self,
+        settings: LoopSettings,
+        counters: Counters,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._counters = counters
+        self._given_context = context
+        self._context: zmq.Context[zmq.Socket[bytes]] | None = None
+        self._bound: BoundSockets | None = None
+        self._destination_sets: list[DestinationSet] = []
+
+    @property
+    def context(self) -> zmq.Context[zmq.Socket[bytes]]:
+        """The context every socket is made in (only inside the ``with``)."""
+        if self._context is None:
+            raise RuntimeError("LoopResources is used only inside its with block")
+        return self._context
+
+    def bind(self, socket_type: int, endpoint: str) -> zmq.Socket[bytes]:
+        """Bind a socket of ``socket_type`` at ``endpoint`` (loopback-only unless allowed);
+        it is closed on exit."""
+        if self._bound is None:
+            raise RuntimeError("LoopResources is used only inside its with block")
+        return self._bound.bind(socket_type, endpoint)
+
+    def destinations(self) -> DestinationSet:
+        """A new destination set (counting drops in ``counters``), drained on exit."""
+        settings = self._settings
+        destinations = DestinationSet(
+            self.context, self._counters, hwm=settings.hwm, backlog_limit=settings.backlog_limit
+        )
+        self._destination_sets.append(destinations)
+        return destinations
+
+    def backlogged(self) -> list[Destination]:
+        """Destinations of every set with queued messages (``PollLoop.run``'s ``backlogged``)."""
+        sets = self._destination_sets
+        if len(sets) == 1:
+            return sets[0].backlogged()
+        return [dest for destinations in sets for dest in destinations.backlogged()]
+
+    def __enter__(self) -> LoopResources:
+        if self._context is not None:
+            raise RuntimeError("LoopResources is already in use")
+        context = self._given_context or zmq.Context()
+        self._context = context
+        settings = self._settings
+        self._bound = BoundSockets(context, hwm=settings.hwm, allow_remote=settings.allow_remote)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        sets, self._destination_sets = self._destination_sets, []
+        bound, self._bound = self._bound, None
+        context, self._context = self._context, None
+        try:
+            self._drain(sets)
+        finally:
+            try:
+                if bound is not None:
+                    bound.__exit__(None, None, None)
+            finally:
+                if context is not None and self._given_context is None:
+                    context.term()
+
+    def _drain(self, sets: list[DestinationSet]) -> None:
+        """Drain and close every set, in order, even when one of them raises."""
+        if not sets:
+            return
+        try:
+            sets[0].close_all(self._settings.drain_timeout_s)
+        finally:
+            self._drain(sets[1:])

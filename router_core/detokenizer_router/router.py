@@ -17,11 +17,11 @@ import zmq
 from router_core import tracing
 from router_core.control.server import Command, ControlServer, ReplyTo
 from router_core.counters import Counters
-from router_core.destinations import Destination, DestinationSet
+from router_core.destinations import Destination
 from router_core.detokenizer_router.picker import DetokenizerPicker
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
-from router_core.inbound import BoundSockets, drain, regroup
-from router_core.loop import PollLoop
+from router_core.inbound import drain, regroup
+from router_core.loop import LoopResources, PollLoop
 from router_core.traffic import DETOKENIZE, TrafficStats, router_metrics
 from router_core.transport import FrameLike
 from router_core.wire import BATCH_KINDS, Header, Kind
@@ -61,29 +61,17 @@ class DetokenizerRouter:
 
     def run(self) -> None:
         """Bind, serve until stopped, then drain and close everything."""
-        owns_context = self._context is None
-        context = self._context or zmq.Context()
-        settings, endpoints = self.settings, self.settings.endpoints
-        destinations = DestinationSet(
-            context, self.counters, hwm=settings.hwm, backlog_limit=settings.backlog_limit
-        )
-        bound = BoundSockets(context, hwm=settings.hwm, allow_remote=settings.allow_remote)
-        try:
-            with bound:
-                self._targets = [destinations.get(e) for e in endpoints.detokenizers]
-                inbound = bound.bind(zmq.PULL, endpoints.inbound)
-                control_sock = bound.bind(zmq.ROUTER, endpoints.control)
-                control = ControlServer(control_sock, self, COMMANDS, self.counters)
-                self._loop.watch(inbound, lambda: drain(inbound, self._route, self.counters))
-                self._loop.watch(control_sock, control.handle_ready)
-                logger.info("detokenizer router serving in pid %d", os.getpid())
-                try:
-                    self._loop.run(destinations.backlogged, lambda now: None)
-                finally:
-                    destinations.close_all(settings.drain_timeout_s)
-        finally:
-            if owns_context:
-                context.term()
+        endpoints = self.settings.endpoints
+        with LoopResources(self.settings, self.counters, self._context) as resources:
+            destinations = resources.destinations()
+            self._targets = [destinations.get(e) for e in endpoints.detokenizers]
+            inbound = resources.bind(zmq.PULL, endpoints.inbound)
+            control_sock = resources.bind(zmq.ROUTER, endpoints.control)
+            control = ControlServer(control_sock, self, COMMANDS, self.counters)
+            self._loop.watch(inbound, lambda: drain(inbound, self._route, self.counters))
+            self._loop.watch(control_sock, control.handle_ready)
+            logger.info("detokenizer router serving in pid %d", os.getpid())
+            self._loop.run(resources.backlogged, lambda now: None)
 
     def _route(self, header: Header, frames: list[FrameLike]) -> None:
         kind = header.kind
@@ -97,10 +85,7 @@ class DetokenizerRouter:
             return
         self.traffic.observe_hop(DETOKENIZE, header.sent_ns)
         self.traffic.split_rows.observe(DETOKENIZE, len(header.rids))
-        if header.row_traces and tracing.enabled():
-            with tracing.batch_span(ROUTE_SPAN, header.row_traces):
-                self._route_batch(header, frames)
-        else:
+        with tracing.batch_span_if_traced(ROUTE_SPAN, header.row_traces):
             self._route_batch(header, frames)
 
     def _route_batch(self, header: Header, frames: list[FrameLike]) -> None:

@@ -29,8 +29,8 @@ import zmq
 from router_core import tracing
 from router_core.counters import Counters
 from router_core.destinations import DestinationSet
-from router_core.inbound import BoundSockets, drain, regroup
-from router_core.loop import PollLoop
+from router_core.inbound import drain, regroup
+from router_core.loop import LoopResources, PollLoop
 from router_core.transport import FrameLike
 from router_core.wire import Header, Kind, WireError
 from router_core.wire.codec import decode_payload, frame_batch
@@ -104,16 +104,11 @@ class Detokenizer:
             max_states=settings.max_states,
             counters=self.counters,
         )
-        owns_context = self._context is None
-        context = self._context or zmq.Context()
-        destinations = DestinationSet(
-            context, self.counters, hwm=settings.hwm, backlog_limit=settings.backlog_limit
-        )
-        self._destinations = destinations
-        bound = BoundSockets(context, hwm=settings.hwm, allow_remote=settings.allow_remote)
         try:
-            with bound:
-                inbound = bound.bind(zmq.PULL, settings.endpoint)
+            with LoopResources(settings, self.counters, self._context) as resources:
+                destinations = resources.destinations()
+                self._destinations = destinations
+                inbound = resources.bind(zmq.PULL, settings.endpoint)
                 self._loop.watch(inbound, lambda: drain(inbound, self._handle, self.counters))
                 logger.info(
                     "detokenizer serving %s in pid %d, outputs to %s",
@@ -121,13 +116,8 @@ class Detokenizer:
                     os.getpid(),
                     settings.outputs_to,
                 )
-                try:
-                    self._loop.run(destinations.backlogged, self._tick)
-                finally:
-                    destinations.close_all(settings.drain_timeout_s)
+                self._loop.run(resources.backlogged, self._tick)
         finally:
-            if owns_context:
-                context.term()
             self._export.sync(self.counters)
             logger.info("detokenizer stopped: %s", self.counters.snapshot())
 
@@ -158,10 +148,7 @@ class Detokenizer:
             self.counters.add("rejected", "unexpected_kind")
 
     def _on_tokens(self, header: Header, frames: list[FrameLike]) -> None:
-        if header.row_traces and tracing.enabled():
-            with tracing.batch_span(DETOKENIZE_SPAN, header.row_traces):
-                self._detokenize(header, frames)
-        else:
+        with tracing.batch_span_if_traced(DETOKENIZE_SPAN, header.row_traces):
             self._detokenize(header, frames)
 
     def _detokenize(self, header: Header, frames: list[FrameLike]) -> None:
