@@ -7,7 +7,7 @@ thing does not trip it, and each scanner is first shown to catch a violation it 
 from __future__ import annotations
 
 import ast
-import copy
+import functools
 import importlib
 import pkgutil
 import re
@@ -17,6 +17,12 @@ from pathlib import Path
 import pytest
 
 import router_core
+from tests.support.import_graph import (
+    ImportGraph,
+    module_name,
+    runtime_import_nodes,
+    tier_violations,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE_ROOTS = ("router_core", "httpkit", "app", "switchboard")
@@ -35,6 +41,29 @@ PICKLE_SOCKET_METHODS = frozenset({"send_pyobj", "recv_pyobj"})
 DYNAMIC_IMPORTERS = frozenset({"__import__", "import_module"})
 #: Endpoints that listen on every interface.
 WILDCARD_BIND = re.compile(r"tcp://(\*|0\.0\.0\.0|\[::\]|::)(:|$)")
+
+#: Top-level packages from the bottom up: each imports only packages of the tiers below
+#: its own (router_core <- httpkit <- app <- switchboard; dashboards and examples on top).
+PACKAGE_TIERS: tuple[tuple[str, ...], ...] = (
+    ("router_core",),
+    ("httpkit",),
+    ("app",),
+    ("switchboard",),
+    ("dashboards", "examples"),
+)
+#: Every package the import graph reads.
+GRAPH_ROOTS = tuple(package for tier in PACKAGE_TIERS for package in tier)
+#: Pure logic (decoded messages in; data, decisions or frames out): importing one of
+#: these loads no zmq. Globs relative to the repository, each naming at least one file.
+PURE_MODULES = (
+    "router_core/wire/*.py",
+    "router_core/registry.py",
+    "router_core/barrier.py",
+    "router_core/detokenizer_router/picker.py",
+    "router_core/histogram.py",
+    "router_core/worker_link/session.py",
+    "switchboard/supervisor/layout.py",
+)
 
 
 def source_files(roots: tuple[str, ...] = SOURCE_ROOTS) -> list[Path]:
@@ -56,17 +85,10 @@ def imported_top_modules(tree: ast.AST) -> set[str]:
 def runtime_imports(tree: ast.Module) -> set[str]:
     """Like :func:`imported_top_modules`, leaving out ``if TYPE_CHECKING:`` blocks (types
     only, never imported when the code runs)."""
-    kept = copy.deepcopy(tree)
-    for node in ast.walk(kept):
-        for field in ("body", "orelse"):
-            block = getattr(node, field, None)
-            if isinstance(block, list):
-                block[:] = [stmt for stmt in block if not _type_checking_block(stmt)]
-    return imported_top_modules(kept)
-
-
-def _type_checking_block(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.If) and ast.unparse(stmt.test).endswith("TYPE_CHECKING")
+    found = set()
+    for node in runtime_import_nodes(tree):
+        found.update(imported_top_modules(node))
+    return found
 
 
 def parse(path: Path) -> ast.Module:
@@ -144,6 +166,32 @@ def router_core_module_names() -> list[str]:
     )
     names.extend(info.name for info in walk)
     return sorted(set(names))
+
+
+@functools.cache
+def source_graph() -> ImportGraph:
+    """The import graph of every module under :data:`GRAPH_ROOTS`, read once."""
+    return ImportGraph.from_tree(REPO, GRAPH_ROOTS)
+
+
+def zmq_loading(graph: ImportGraph, modules: list[str]) -> dict[str, list[str]]:
+    """For each of ``modules`` whose import loads zmq, the chain of modules that does."""
+    loaders = graph.importers_of("zmq")
+    return {module: path for module in modules if (path := graph.loading_path(module, loaders))}
+
+
+def pure_module_names(patterns: tuple[str, ...] = PURE_MODULES) -> tuple[list[str], list[str]]:
+    """The module names :data:`PURE_MODULES` lists, and the patterns naming no file."""
+    names, empty = [], []
+    for pattern in patterns:
+        paths = sorted(REPO.glob(pattern))
+        if not paths:
+            empty.append(pattern)
+        for path in paths:
+            found = module_name(path.relative_to(REPO).as_posix())
+            assert found is not None, path
+            names.append(found[0])
+    return names, empty
 
 
 class TestLayering:
@@ -302,3 +350,162 @@ class TestNoWildcardBinds:
             if (binds := list(wildcard_binds(parse(path))))
         }
         assert offenders == {}
+
+
+class TestImportGraph:
+    """The import graph the boundary rules read: each way of importing is an edge."""
+
+    def test_cycle_found_and_named(self) -> None:
+        """Two modules importing each other are one cycle, reported by their names."""
+        graph = ImportGraph.from_sources(
+            {"pkg/__init__.py": "", "pkg/a.py": "import pkg.b", "pkg/b.py": "from pkg import a"}
+        )
+        assert [str(cycle) for cycle in graph.cycles()] == ["pkg.a -> pkg.b -> pkg.a"]
+
+    def test_cycle_report_names_the_whole_group(self) -> None:
+        """A group of mutually importing modules is reported whole, beyond one cycle."""
+        graph = ImportGraph.from_sources(
+            {
+                "m/a.py": "import m.b",
+                "m/b.py": "import m.a\nimport m.c",
+                "m/c.py": "import m.a",
+            }
+        )
+        [cycle] = graph.cycles()
+        assert cycle.path == ("m.a", "m.b", "m.a")
+        assert str(cycle) == "m.a -> m.b -> m.a (with m.c)"
+
+    def test_import_inside_a_function_counts(self) -> None:
+        """A deferred import inside a function is still an edge of the graph."""
+        graph = ImportGraph.from_sources(
+            {"pkg/a.py": "import pkg.b", "pkg/b.py": "def f():\n    from pkg.a import x"}
+        )
+        assert [cycle.path for cycle in graph.cycles()] == [("pkg.a", "pkg.b", "pkg.a")]
+
+    def test_type_checking_imports_do_not_count(self) -> None:
+        """An import under ``if TYPE_CHECKING:`` is no edge; its ``else`` branch is."""
+        graph = ImportGraph.from_sources(
+            {
+                "pkg/a.py": "import pkg.b",
+                "pkg/b.py": "if TYPE_CHECKING:\n    import pkg.a\nelse:\n    import pkg.c",
+                "pkg/c.py": "",
+            }
+        )
+        assert graph.cycles() == []
+        assert graph.edges["pkg.b"] == {"pkg.c": 4}
+
+    def test_from_import_depends_on_the_module_it_names(self) -> None:
+        """``from pkg import name`` is an edge to pkg.name when that is a module, else to
+        pkg; ``from pkg.mod import name`` is an edge to pkg.mod."""
+        graph = ImportGraph.from_sources(
+            {
+                "pkg/__init__.py": "from pkg.tools import helper",
+                "pkg/tools.py": "def helper(): ...",
+                "pkg/user.py": "from pkg import helper, tools\nfrom pkg.tools import helper",
+            }
+        )
+        assert set(graph.edges["pkg.user"]) == {"pkg", "pkg.tools"}
+        assert set(graph.edges["pkg"]) == {"pkg.tools"}
+
+    def test_relative_imports_resolve_against_the_package(self) -> None:
+        """``from . import x`` and ``from ..y import z`` name modules of the right package."""
+        graph = ImportGraph.from_sources(
+            {
+                "pkg/__init__.py": "",
+                "pkg/y.py": "z = 1",
+                "pkg/sub/__init__.py": "from . import x",
+                "pkg/sub/x.py": "from ..y import z",
+            }
+        )
+        assert graph.edges["pkg.sub"] == {"pkg.sub.x": 1}
+        assert graph.edges["pkg.sub.x"] == {"pkg.y": 1}
+
+    def test_c_extension_is_a_module_of_its_own(self) -> None:
+        """Importing a C extension from its package depends on the extension, not the
+        package, so a package re-exporting the extension's user is no cycle."""
+        graph = ImportGraph.from_sources(
+            {
+                "pkg/__init__.py": "from pkg.user import run",
+                "pkg/user.py": "def run():\n    from pkg import _ext",
+                "pkg/_ext.c": None,
+            }
+        )
+        assert graph.edges["pkg.user"] == {"pkg._ext": 2}
+        assert graph.cycles() == []
+
+    def test_graph_reads_the_tree(self) -> None:
+        """The real graph holds known edges, and the C fast path among its modules."""
+        graph = source_graph()
+        assert "router_core._fastpath" in graph.modules
+        assert "httpkit.spans" in graph.edges["app.main"]
+        assert "router_core.wire.header" in graph.edges["router_core.wire.codec"]
+        assert {module.partition(".")[0] for module in graph.modules} == set(GRAPH_ROOTS)
+
+    def test_no_import_cycles_between_modules(self) -> None:
+        """No two first-party modules import each other, directly or around a loop."""
+        assert [str(cycle) for cycle in source_graph().cycles()] == []
+
+
+class TestPackageLayers:
+    """Top-level packages import one way only, down :data:`PACKAGE_TIERS`."""
+
+    def test_scanner_catches_an_upward_import(self) -> None:
+        """An app module importing switchboard, and a package no tier places, are caught."""
+        graph = ImportGraph.from_sources(
+            {
+                "app/x.py": "def f():\n    import switchboard.y",
+                "switchboard/y.py": "import app.x",
+                "extra/z.py": "",
+            }
+        )
+        assert tier_violations(graph, PACKAGE_TIERS) == [
+            "extra is in no tier",
+            "app -> switchboard: app.x imports switchboard.y (line 2)",
+        ]
+        assert [cycle.path for cycle in graph.packages().cycles()] == [
+            ("app", "switchboard", "app")
+        ]
+
+    def test_packages_import_only_lower_tiers(self) -> None:
+        """Every import between top-level packages points down the tiers."""
+        assert tier_violations(source_graph(), PACKAGE_TIERS) == []
+
+    def test_no_cycles_between_packages(self) -> None:
+        """No two top-level packages import each other, directly or around a loop."""
+        assert [str(cycle) for cycle in source_graph().packages().cycles()] == []
+
+
+class TestPureModules:
+    """The pure modules of :data:`PURE_MODULES` load no zmq, directly or transitively."""
+
+    def test_scanner_follows_imports_and_parent_packages(self) -> None:
+        """zmq behind a first-party import, or in the package ``__init__`` importing a
+        module runs, is found with the chain that loads it."""
+        graph = ImportGraph.from_sources(
+            {
+                "pkg/__init__.py": "",
+                "pkg/pure.py": "from pkg import helper",
+                "pkg/helper.py": "def f():\n    import zmq.asyncio",
+                "sub/__init__.py": "from sub.link import Link",
+                "sub/link.py": "from zmq import Socket",
+                "sub/pure.py": "import msgspec",
+                "sub/typed.py": "if TYPE_CHECKING:\n    import zmq",
+            }
+        )
+        assert zmq_loading(graph, ["pkg.pure", "sub.pure", "sub.typed"]) == {
+            "pkg.pure": ["pkg.pure", "pkg.helper"],
+            "sub.pure": ["sub.pure", "sub", "sub.link"],
+            "sub.typed": ["sub.typed", "sub", "sub.link"],
+        }
+        assert zmq_loading(graph, ["pkg"]) == {}
+
+    def test_listed_modules_exist(self) -> None:
+        """Every entry of the list names an existing file, so none passes vacuously."""
+        names, empty = pure_module_names()
+        assert empty == []
+        assert "router_core.wire.codec" in names
+
+    def test_pure_modules_load_no_zmq(self) -> None:
+        """Importing a pure module runs no module that imports zmq."""
+        names, _ = pure_module_names()
+        assert zmq_loading(source_graph(), names) == {}
