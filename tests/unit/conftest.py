@@ -1,5 +1,5 @@
-"""Fixtures shared by the unit tests: a zmq context and a short run directory per test,
-and the default tokenizer, trained once per session."""
+"""Fixtures shared by the unit tests: a bounded zmq context and a short run directory per
+test, and the default tokenizer, trained once per session."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ import pytest
 import zmq
 
 from switchboard.text import Tokenizer, load_tokenizer
+from tests.support.zmq_context import bounded_context
 
 
 @pytest.fixture
 def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    """This test's own context; every socket left on it is closed with linger 0."""
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
+    """This test's own context, its sockets LINGER 0; a socket left open on it fails the
+    test at teardown, named (:func:`tests.support.zmq_context.bounded_context`)."""
+    with bounded_context() as ctx:
+        yield ctx
 
 
 @pytest.fixture

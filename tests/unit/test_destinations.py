@@ -11,6 +11,7 @@ import zmq
 
 from router_core.counters import Counters
 from router_core.destinations import DestinationSet
+from tests.support.eventually import wait_until
 
 #: How long any receive or readiness wait may take before the test fails instead of hanging.
 WAIT_MS = 2000
@@ -143,11 +144,14 @@ class TestDestination:
         # The socket is writable now, but a new message must not overtake the backlog.
         assert dest.send(message(3))
         assert len(dest.backlog) == 4
-        deadline = time.monotonic() + WAIT_MS / 1000
-        while dest.backlog and time.monotonic() < deadline:
+
+        def flushed() -> bool:
             dest.flush()
-            dest.socket.poll(100, zmq.POLLOUT)
-        assert not dest.backlog
+            if dest.backlog:
+                dest.socket.poll(100, zmq.POLLOUT)
+            return not dest.backlog
+
+        wait_until(flushed, WAIT_MS / 1000, lambda: f"an empty backlog ({len(dest.backlog)} left)")
         assert dest.send(message(4))
         assert [receive(sink) for _ in range(5)] == [message(i) for i in range(5)]
         assert counters.total("dropped") == 0

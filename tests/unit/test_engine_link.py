@@ -45,7 +45,7 @@ from router_core.wire.control import (
 )
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
-from tests.integration.harness import wait_until
+from tests.support.eventually import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 #: How long a receive may wait before the test fails instead of hanging.
@@ -140,9 +140,12 @@ def pair(
 def poll_until(link: EngineLink, wanted: int) -> list[Request | Command]:
     """Poll until ``wanted`` inputs arrived (or fail)."""
     items: list[Request | Command] = []
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while len(items) < wanted and time.monotonic() < deadline:
+
+    def arrived() -> bool:
         items.extend(link.poll(50))
+        return len(items) >= wanted
+
+    wait_until(arrived, WAIT_MS / 1000, lambda: f"{wanted} inputs ({items})", interval=0.001)
     assert len(items) == wanted, items
     return items
 

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from router_core import fastpath
 from router_core.transport import MAX_FRAMES, bind, connect
 from router_core.wire import DATA_KINDS, Header, Kind, WireError, decode_header, encode_header
+from tests.support.eventually import wait_until
+from tests.support.zmq_context import bounded_context
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -311,10 +313,9 @@ class Hop:
 
 @pytest.fixture
 def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    """This test's own context, terminated after the sockets are closed."""
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield ctx
-    ctx.term()
+    """This test's own bounded context: a socket left open on it fails the test, named."""
+    with bounded_context() as ctx:
+        yield ctx
 
 
 @pytest.fixture
@@ -343,14 +344,16 @@ def forward_until(
 ) -> tuple[fastpath.ForwardResult, list[int]]:
     """Call forward() until ``done`` messages went (or a non-EMPTY outcome); sum the counts."""
     totals = [0] * len(fast.kinds)
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while True:
+
+    def forwarded() -> fastpath.ForwardResult | None:
         result = fast.forward(hop.src, hop.dst, budget, linger_ms=10)
-        totals = [a + b for a, b in zip(totals, result.counts, strict=True)]
-        if result.status != fastpath.EMPTY or sum(totals) >= done:
-            return result, totals
-        if time.monotonic() > deadline:
-            pytest.fail(f"forwarded {sum(totals)} of {done}")
+        totals[:] = [a + b for a, b in zip(totals, result.counts, strict=True)]
+        return result if result.status != fastpath.EMPTY or sum(totals) >= done else None
+
+    def progress() -> str:
+        return f"{done} messages forwarded ({sum(totals)} so far)"
+
+    return wait_until(forwarded, WAIT_MS / 1000, progress, interval=0.001), totals
 
 
 class TestForward:

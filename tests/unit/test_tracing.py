@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from itertools import count
 
@@ -27,6 +26,7 @@ from router_core.tracing.config import service_name, tracing_configured
 from router_core.wire import Kind, decode_header, frame_message
 from router_core.wire.outputs import BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, GenerateRequest
+from tests.support.eventually import wait_until
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -361,10 +361,7 @@ class TestEngineLinkTracing:
                         Kind.GENERATE, request, rids=["r1"], reply_to=[OWNER], traceparent=SAMPLED
                     )
                 )
-                items: list[object] = []
-                deadline = time.monotonic() + WAIT_MS / 1000
-                while not items and time.monotonic() < deadline:
-                    items.extend(link.poll(50))
+                items = wait_until(lambda: link.poll(50), WAIT_MS / 1000, "the request")
                 (item,) = items
                 assert isinstance(item, Request)
                 assert link.send_batch(token_rows(["r1"], [True]))

@@ -9,7 +9,6 @@ import socket
 import stat
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ from router_core.transport import (
     recv_message,
     send_frames,
 )
+from tests.support.eventually import wait_until
+from tests.support.zmq_context import bounded_context
 
 WAIT_MS = 2000
 
@@ -52,12 +53,11 @@ class RecordingContext:
 
 @pytest.fixture
 def context() -> Iterator[RecordingContext]:
-    """This test's own context; every socket made on it is closed with linger 0."""
-    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    recording = RecordingContext(ctx)
-    yield recording
-    recording.close()
-    ctx.term()
+    """This test's own bounded context; every socket made on it is closed with linger 0."""
+    with bounded_context() as ctx:
+        recording = RecordingContext(ctx)
+        yield recording
+        recording.close()
 
 
 @pytest.fixture
@@ -274,14 +274,16 @@ class TestErrors:
         pull = bind(ctx, zmq.PULL, "inproc://terminating")
         terminator = threading.Thread(target=ctx.term)
         terminator.start()
+
+        def received() -> object:
+            try:
+                return recv_message(pull)
+            except zmq.Again:
+                return None
+
         try:
-            deadline = time.monotonic() + WAIT_MS / 1000
             with pytest.raises(zmq.ContextTerminated):
-                while time.monotonic() < deadline:
-                    try:
-                        recv_message(pull)
-                    except zmq.Again:
-                        continue
+                wait_until(received, WAIT_MS / 1000, "ContextTerminated", interval=0.001)
         finally:
             pull.close(linger=0)
             terminator.join(WAIT_MS / 1000)

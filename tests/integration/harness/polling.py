@@ -1,18 +1,18 @@
 """Polling with a deadline, and small facts about the environment and run directory.
 
-Tests never sleep and hope: they call :func:`wait_until` with a predicate and a deadline.
+Tests never sleep and hope: they call :func:`wait_until` (from :mod:`tests.support.eventually`,
+shared with the unit tests) with a predicate and a deadline.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
+
+from tests.support.eventually import wait_until
 
 __all__ = [
     "REPO_ROOT",
@@ -23,8 +23,6 @@ __all__ = [
     "socket_files",
     "wait_until",
 ]
-
-T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,27 +37,6 @@ def missing(what: str) -> None:
     if running_in_ci():
         pytest.fail(f"missing component (CI=true forbids skipping): {what}")
     pytest.skip(f"missing component: {what}")
-
-
-def wait_until(
-    predicate: Callable[[], T | None],
-    timeout: float,
-    message: str | Callable[[], str] = "condition",
-    interval: float = 0.02,
-) -> T:
-    """Poll ``predicate`` until it returns something truthy, and return that.
-
-    Raises AssertionError naming ``message`` once ``timeout`` seconds have passed.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            text = message() if callable(message) else message
-            raise AssertionError(f"timed out after {timeout:.1f}s waiting for: {text}")
-        time.sleep(interval)
 
 
 def ipc_path(endpoint: str) -> Path:
