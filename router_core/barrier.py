@@ -3,6 +3,9 @@
 Pure: no sockets, time passed in. Each operation has its own id and its own waiter, so
 concurrent operations never share (or orphan) a reply slot; acknowledgements carry the
 operation id, so a late acknowledgement of an older operation completes that one only.
+
+An operation id is ``<prefix>-<seq>``: ``prefix`` names the barrier's owner (a random
+nonce per router start by default), ``seq`` counts up from ``first_seq``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from router_core.control.replies import OperationOutcome
 from router_core.wire.control import PauseMode
 
 __all__ = ["PauseBarrier", "PauseOperation", "PauseState"]
@@ -55,27 +59,31 @@ class PauseOperation:
         """Every participant acknowledged (or left the registry)."""
         return not self.outstanding
 
-    def outcome(self, now: float) -> dict[str, Any]:
-        """The answer to send back: who acknowledged and, after a timeout, who did not."""
-        return {
-            "op_id": self.op_id,
-            "seq": self.seq,
-            "action": "pause" if self.is_pause else "continue",
-            "mode": self.mode,
-            "complete": self.complete,
-            "acked": sorted(self.acked),
-            "stragglers": sorted(self.outstanding),
-            "departed": sorted(self.departed),
-            "elapsed_s": round(now - self.started_at, 4),
-        }
+    def outcome(self, now: float, finished_at: float = 0.0) -> OperationOutcome:
+        """The answer to send back: who acknowledged and, after a timeout, who did not.
+
+        ``now`` is on the clock of ``started_at``; ``finished_at`` is Unix seconds.
+        """
+        return OperationOutcome(
+            op_id=self.op_id,
+            seq=self.seq,
+            action="pause" if self.is_pause else "continue",
+            mode=self.mode,
+            complete=self.complete,
+            acked=sorted(self.acked),
+            stragglers=sorted(self.outstanding),
+            departed=sorted(self.departed),
+            elapsed_s=round(now - self.started_at, 4),
+            finished_at=finished_at,
+        )
 
 
 class PauseBarrier:
     """Operations in flight, keyed by id, and the pause state the last one set."""
 
-    def __init__(self, nonce: str | None = None) -> None:
+    def __init__(self, nonce: str | None = None, *, first_seq: int = 1) -> None:
         self._nonce = nonce or secrets.token_hex(4)
-        self._seq = itertools.count(1)
+        self._seq = itertools.count(first_seq)
         self._pending: dict[str, PauseOperation] = {}
         self.state = PauseState()
 

@@ -11,13 +11,26 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
+from router_core.control.replies import HistogramSnapshot, RouterMetrics, TrafficRow
 from router_core.counters import Counters
 from router_core.histogram import HOP_BUCKETS, SPLIT_ROW_BUCKETS, HistogramSet
-from router_core.transport import FrameLike
 
-__all__ = ["HOP_BOUNDS_NS", "Route", "TrafficStats", "message_bytes", "router_metrics"]
+if TYPE_CHECKING:
+    from router_core.transport import FrameLike
+
+__all__ = [
+    "HOP_BOUNDS_NS",
+    "Route",
+    "TrafficStats",
+    "fabric_metrics",
+    "histograms_of",
+    "message_bytes",
+    "router_metrics",
+]
 
 #: Route labels (``docs/metrics.md``).
 Route = str
@@ -64,6 +77,10 @@ class TrafficStats:
         """Merge per-bucket latency counts summed elsewhere (the C forward loop)."""
         self.hop_latency.merge(route, per_bucket, total_s)
 
+    def totals(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """``(messages, bytes)`` per ``(route, peer)``."""
+        return {key: (entry[0], entry[1]) for key, entry in self._traffic.items()}
+
     def snapshot(self) -> dict[str, Any]:
         """``traffic`` rows and the two histogram sets, plain data for the control socket."""
         return {
@@ -92,3 +109,34 @@ def router_metrics(process: str, traffic: TrafficStats, counters: Counters) -> d
             "split_batch_rows": snapshot["split_batch_rows"],
         },
     }
+
+
+def histograms_of(series: HistogramSet) -> dict[str, HistogramSnapshot]:
+    """A histogram set as typed snapshots, by label value."""
+    converted: dict[str, HistogramSnapshot] = msgspec.convert(
+        series.snapshot(), dict[str, HistogramSnapshot]
+    )
+    return converted
+
+
+def fabric_metrics(
+    process: str, traffic: TrafficStats, counters: Counters, backlog_messages: int
+) -> RouterMetrics:
+    """What both routers' ``metrics`` replies share, typed: who answers, what it moved,
+    what it dropped and rejected, its histograms and what waits in its backlogs."""
+    counted = counters.snapshot()
+    return RouterMetrics(
+        process=process,
+        pid=os.getpid(),
+        traffic=[
+            TrafficRow(route=route, worker=peer, messages=messages, bytes=nbytes)
+            for (route, peer), (messages, nbytes) in sorted(traffic.totals().items())
+        ],
+        dropped=counted.get("dropped", {}),
+        rejected=counted.get("rejected", {}),
+        histograms={
+            "hop_latency_seconds": histograms_of(traffic.hop_latency),
+            "split_batch_rows": histograms_of(traffic.split_rows),
+        },
+        backlog_messages=backlog_messages,
+    )

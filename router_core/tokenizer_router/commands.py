@@ -1,157 +1,149 @@
 """The tokenizer router's control commands: one small handler each, in one table.
 
-Each handler takes the router, its parsed arguments and where to reply, and returns the
-result (or ``DEFERRED`` when the barrier will answer later). Wire shapes are in
-``docs/protocol.md``.
+A handler takes the router's core, the command's parsed arguments (its
+:class:`~router_core.control.commands.ControlCommand`'s struct), where to reply and the
+time; it returns a :class:`Handled`: the reply (or ``DEFERRED`` when the barrier will
+answer later) and the effects to carry out. Pure: the shell binds the table to its
+control socket. Wire shapes are in ``docs/protocol.md``.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Annotated, Any, Final
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
+from router_core.control import commands as spec
+from router_core.control.commands import DEFERRED, ControlCommand, ReplyTo
 from router_core.control.protocol import ControlError, ErrorCode
-from router_core.control.server import DEFERRED, Command, ReplyTo
+from router_core.control.replies import FreezeGcReply
 from router_core.registry import WorkerRecord, WorkerState
-from router_core.tokenizer_router.metrics import metrics_snapshot
-from router_core.tokenizer_router.router import TokenizerRouter
-from router_core.wire.control import PauseMode
+from router_core.tokenizer_router.effects import Effect, FreezeGarbageCollector, Instant, Send
+from router_core.traffic import BROADCAST
+from router_core.wire import Kind, frame_message
+from router_core.wire.control import ENGINE, DrainCommand, FreezeGC
 
-__all__ = ["COMMANDS"]
+if TYPE_CHECKING:
+    from router_core.tokenizer_router.core import RouterCore
 
-Timeout = Annotated[float, msgspec.Meta(gt=0, le=600)]
-
-
-class NoArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """No arguments."""
+__all__ = ["COMMANDS", "CommandHandler", "Handled", "RouterCommand"]
 
 
-class ListWorkersArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """``{"include_departed": bool}``: also list workers that left recently, as ``dead``."""
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """A command's reply (``DEFERRED``: answered later) and the effects it asks for."""
 
-    include_departed: bool = False
-
-
-class WorkerArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """``{"worker_id": str}``."""
-
-    worker_id: str
+    reply: Any
+    effects: list[Effect] = field(default_factory=list)
 
 
-class PauseArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """``{"mode": "abort"|"retract"|"in_place", "timeout_s": float}``."""
-
-    mode: PauseMode = "abort"
-    timeout_s: Timeout | None = None
+#: ``handler(core, args, reply_to, at)``.
+CommandHandler = Callable[["RouterCore", Any, ReplyTo, Instant], Handled]
 
 
-class ContinueArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """``{"timeout_s": float}``."""
+@dataclass(frozen=True, slots=True)
+class RouterCommand:
+    """A command the router serves: its wire description and its handler."""
 
-    timeout_s: Timeout | None = None
+    command: ControlCommand[Any, Any]
+    handler: CommandHandler
 
 
-def _worker(router: TokenizerRouter, worker_id: str) -> WorkerRecord:
-    record = router.registry.get(worker_id)
+def _worker(core: RouterCore, worker_id: str) -> WorkerRecord:
+    record = core.registry.get(worker_id)
     if record is None:
         raise ControlError(ErrorCode.NOT_FOUND, f"no worker {worker_id!r}")
     return record
 
 
-def list_workers(router: TokenizerRouter, args: ListWorkersArgs, reply_to: ReplyTo) -> Any:
+def _drain_message(record: WorkerRecord, *, drain: bool) -> Effect:
+    """Tell a worker to stop (or resume) admitting requests (route ``broadcast``)."""
+    message = frame_message(Kind.DRAIN, DrainCommand(record.worker_id, drain))
+    return Send(record.address, message, traffic=(BROADCAST, record.worker_id))
+
+
+def list_workers(
+    core: RouterCore, args: spec.ListWorkersArgs, reply_to: ReplyTo, at: Instant
+) -> Handled:
     """Every registered worker, then (with ``include_departed``) those that left lately."""
-    now, wall = time.monotonic(), time.time()
-    views = [record.view(now, wall) for record in router.registry.workers()]
-    if args.include_departed:
-        views.extend(departure.view(now, wall) for departure in router.registry.departed(now))
-    return views
+    return Handled(core.view.workers(at, include_departed=args.include_departed))
 
 
-def get_worker(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
+def get_worker(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """One worker (registered, or departed lately and shown as ``dead``), or NOT_FOUND."""
-    now, wall = time.monotonic(), time.time()
-    record = router.registry.get(args.worker_id)
-    if record is not None:
-        return record.view(now, wall)
-    for departure in router.registry.departed(now):
-        if departure.record.worker_id == args.worker_id:
-            return departure.view(now, wall)
-    raise ControlError(ErrorCode.NOT_FOUND, f"no worker {args.worker_id!r}")
+    view = core.view.worker(args.worker_id, at)
+    if view is None:
+        raise ControlError(ErrorCode.NOT_FOUND, f"no worker {args.worker_id!r}")
+    return Handled(view)
 
 
-def pause(router: TokenizerRouter, args: PauseArgs, reply_to: ReplyTo) -> Any:
+def pause(core: RouterCore, args: spec.PauseArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Pause every live worker and the engine; answers when all acknowledged or at timeout."""
-    op = router.start_pause_operation(
-        is_pause=True, mode=args.mode, timeout_s=args.timeout_s, waiter=reply_to
+    op, effects = core.pause.start(
+        is_pause=True, mode=args.mode, timeout_s=args.timeout_s, waiter=reply_to, at=at
     )
-    return router.outcome_of(op) if op.complete else DEFERRED
+    return Handled(core.pause.outcome_of(op, at) if op.complete else DEFERRED, effects)
 
 
-def continue_(router: TokenizerRouter, args: ContinueArgs, reply_to: ReplyTo) -> Any:
+def continue_(core: RouterCore, args: spec.ContinueArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Resume every live worker and the engine; same barrier as pause."""
-    op = router.start_pause_operation(
-        is_pause=False, mode=None, timeout_s=args.timeout_s, waiter=reply_to
+    op, effects = core.pause.start(
+        is_pause=False, mode=None, timeout_s=args.timeout_s, waiter=reply_to, at=at
     )
-    return router.outcome_of(op) if op.complete else DEFERRED
+    return Handled(core.pause.outcome_of(op, at) if op.complete else DEFERRED, effects)
 
 
-def drain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
+def drain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Stop one worker admitting requests; it reports ``drained`` once empty."""
-    record = _worker(router, args.worker_id)
-    if not router.registry.command_drain(record):
+    record = _worker(core, args.worker_id)
+    if not core.registry.command_drain(record):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
-    router.send_drain(record, drain=True)
-    return record.view(time.monotonic(), time.time())
+    return Handled(record.view(at.mono, at.wall), [_drain_message(record, drain=True)])
 
 
-def undrain(router: TokenizerRouter, args: WorkerArgs, reply_to: ReplyTo) -> Any:
+def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Let a draining or drained worker admit requests again."""
-    record = _worker(router, args.worker_id)
-    resume: WorkerState = "paused" if router.barrier.state.paused else "serving"
-    if not router.registry.command_undrain(record, resume):
+    record = _worker(core, args.worker_id)
+    resume: WorkerState = "paused" if core.pause.state.paused else "serving"
+    if not core.registry.command_undrain(record, resume):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
-    router.send_drain(record, drain=False)
-    return record.view(time.monotonic(), time.time())
+    return Handled(record.view(at.mono, at.wall), [_drain_message(record, drain=False)])
 
 
-def load(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+def load(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """The engine's latest load snapshot and its age, or None before the first one."""
-    if router.latest_load is None or router.load_received_at is None:
-        return None
-    return {
-        # Every field, zeros included: to_builtins would omit the defaults.
-        **msgspec.structs.asdict(router.latest_load),
-        "age_s": round(time.monotonic() - router.load_received_at, 3),
-    }
+    return Handled(core.view.load(at))
 
 
-def freeze_gc(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+def freeze_gc(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Freeze GC in the router and ask the engine (and through it the detokenizers)."""
-    router.freeze_gc()
-    return {"frozen": ["tokenizer_router"], "forwarded_to": ["engine"]}
+    message = frame_message(Kind.FREEZE_GC, FreezeGC(reason="control"))
+    reply = FreezeGcReply(frozen=["tokenizer_router"], forwarded_to=["engine"])
+    return Handled(reply, [FreezeGarbageCollector(), Send(ENGINE, message)])
 
 
-def status(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+def status(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Counters, registry summary, pause state and backlogs."""
-    return router.status()
+    return Handled(core.view.status(at))
 
 
-def metrics(router: TokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
+def metrics(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Traffic, histograms, workers, pause and engine state for the admin app's /metrics."""
-    return metrics_snapshot(router)
+    return Handled(core.view.metrics(at))
 
 
-COMMANDS: Final[dict[str, Command[TokenizerRouter]]] = {
-    "list_workers": Command(list_workers, ListWorkersArgs, "every registered worker"),
-    "get_worker": Command(get_worker, WorkerArgs, "one worker by id"),
-    "pause": Command(pause, PauseArgs, "pause generation (barrier)"),
-    "continue": Command(continue_, ContinueArgs, "resume generation (barrier)"),
-    "drain": Command(drain, WorkerArgs, "stop one worker admitting requests"),
-    "undrain": Command(undrain, WorkerArgs, "let a drained worker admit again"),
-    "load": Command(load, NoArgs, "the engine's latest load snapshot"),
-    "freeze_gc": Command(freeze_gc, NoArgs, "freeze GC in router, engine, detokenizers"),
-    "status": Command(status, NoArgs, "counters, registry summary, pause state"),
-    "metrics": Command(metrics, NoArgs, "state for Prometheus, read at scrape time"),
+COMMANDS: Final[Mapping[str, RouterCommand]] = {
+    entry.command.name: entry
+    for entry in (
+        RouterCommand(spec.LIST_WORKERS, list_workers),
+        RouterCommand(spec.GET_WORKER, get_worker),
+        RouterCommand(spec.PAUSE, pause),
+        RouterCommand(spec.CONTINUE, continue_),
+        RouterCommand(spec.DRAIN, drain),
+        RouterCommand(spec.UNDRAIN, undrain),
+        RouterCommand(spec.LOAD, load),
+        RouterCommand(spec.FREEZE_GC, freeze_gc),
+        RouterCommand(spec.STATUS, status),
+        RouterCommand(spec.METRICS, metrics),
+    )
 }

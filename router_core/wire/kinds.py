@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["BATCH_KINDS", "DATA_KINDS", "Kind"]
+__all__ = ["BATCH_KINDS", "DATA_KINDS", "Kind", "kind_label"]
 
 
 class Kind(IntEnum):
@@ -48,3 +48,11 @@ DATA_KINDS: frozenset[Kind] = frozenset({Kind.GENERATE, Kind.EMBED, Kind.ABORT})
 
 #: Kinds framed one row per request, ``header.rids[i]`` owning payload frame ``i``.
 BATCH_KINDS: frozenset[Kind] = frozenset({Kind.TOKEN_BATCH, Kind.STR_BATCH, Kind.EMBEDDING_BATCH})
+
+
+_LABELS: dict[int, str] = {kind.value: kind.name.lower() for kind in Kind}
+
+
+def kind_label(kind: Kind) -> str:
+    """The metric label of a kind: its name in lower case (``generate``, ``str_batch``)."""
+    return _LABELS[kind.value]

@@ -49,7 +49,7 @@ class TestPauseBarrier:
         assert barrier.acknowledge(op.op_id, "w1") is op
         assert op.complete
         assert barrier.pending == []
-        assert op.outcome(now=1.0)["acked"] == ["engine", "w1"]
+        assert op.outcome(now=1.0).acked == ["engine", "w1"]
 
     def test_duplicate_ack_does_not_complete(self) -> None:
         """Acknowledging twice counts once."""
@@ -109,11 +109,11 @@ class TestPauseBarrier:
         assert barrier.pending == [late]
         assert barrier.expire(now=11.0) == []
         outcome = early.outcome(now=11.0)
-        assert outcome["complete"] is False
-        assert outcome["acked"] == ["w1"]
-        assert outcome["stragglers"] == ["engine", "w2"]
-        assert outcome["elapsed_s"] == 1.0
-        assert outcome["action"] == "pause"
+        assert outcome.complete is False
+        assert outcome.acked == ["w1"]
+        assert outcome.stragglers == ["engine", "w2"]
+        assert outcome.elapsed_s == 1.0
+        assert outcome.action == "pause"
         assert barrier.next_deadline() == 15.0
 
     def test_depart_completes_ops_waiting_only_on_the_departed(self) -> None:
@@ -126,9 +126,9 @@ class TestPauseBarrier:
         assert barrier.pending == [also_w2]
         assert also_w2.outstanding == {"w2"}
         outcome = only_w1.outcome(now=0.0)
-        assert outcome["complete"] is True
-        assert outcome["departed"] == ["w1"]
-        assert outcome["stragglers"] == []
+        assert outcome.complete is True
+        assert outcome.departed == ["w1"]
+        assert outcome.stragglers == []
 
     def test_depart_of_acked_participant_changes_nothing(self) -> None:
         """A participant that already acknowledged is not recorded as departed."""
@@ -157,7 +157,7 @@ class TestPauseBarrier:
         """outcome() reports a continue as action ``continue`` without a mode."""
         op = start(PauseBarrier(), {"a"}, is_pause=False)
         outcome = op.outcome(now=0.0)
-        assert (outcome["action"], outcome["mode"]) == ("continue", None)
+        assert (outcome.action, outcome.mode) == ("continue", None)
 
     def test_waiter_is_kept(self) -> None:
         """The opaque waiter given to start() is returned with the completed operation."""

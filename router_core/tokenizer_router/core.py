@@ -1,0 +1,128 @@
+"""The tokenizer router's core: all of its state and decisions, and no sockets.
+
+:class:`RouterCore` wires the pure pieces — the registry handler, the pause coordinator,
+the engine's events, the backward path and the read-only view — and offers one table
+per inbound socket (:attr:`worker_messages`, :attr:`engine_events`, :attr:`outputs`),
+the control commands (:mod:`router_core.tokenizer_router.commands`) and the timers
+(:meth:`tick`). Each of them takes decoded input and the time and returns the effects
+for the shell to carry out, so the whole router is driven in-process by tests.
+
+Two probes come from the shell: ``connect(address)`` opens the socket to a worker that
+registers (False if libzmq refuses the address) and ``backlogs()`` reads the queues of
+its destinations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from router_core.counters import Counters
+from router_core.registry import WorkerRegistry
+from router_core.tokenizer_router.backward import BackwardPath
+from router_core.tokenizer_router.dispatch import Decoded, InboundTable
+from router_core.tokenizer_router.effects import Effect, Instant
+from router_core.tokenizer_router.engine_events import EngineEvents, EngineState
+from router_core.tokenizer_router.pause import PauseCoordinator
+from router_core.tokenizer_router.registration import RegistrationHandler
+from router_core.tokenizer_router.settings import RouterSettings
+from router_core.tokenizer_router.view import RouterView
+from router_core.traffic import TrafficStats
+from router_core.wire import Kind
+from router_core.wire.control import (
+    Acknowledgement,
+    Deregistration,
+    Heartbeat,
+    LoadSnapshot,
+    WorkerRegistration,
+)
+
+__all__ = ["RouterCore"]
+
+
+class RouterCore:
+    """One tokenizer router's state and handlers; ``started`` is when the router started."""
+
+    def __init__(
+        self,
+        settings: RouterSettings,
+        *,
+        started: Instant,
+        connect: Callable[[str], bool],
+        backlogs: Callable[[], dict[str, int]],
+        id_prefix: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.started = started
+        self.counters = Counters()
+        self.traffic = TrafficStats()
+        self.registry = WorkerRegistry(settings.heartbeat_timeout_s)
+        self.engine = EngineState(timeout_s=settings.engine_timeout_s)
+        self.pause = PauseCoordinator(
+            self.registry,
+            self.engine,
+            self.counters,
+            barrier_timeout_s=settings.barrier_timeout_s,
+            started_wall=started.wall,
+            id_prefix=id_prefix,
+        )
+        self.registration = RegistrationHandler(
+            settings,
+            registry=self.registry,
+            pause=self.pause,
+            counters=self.counters,
+            traffic=self.traffic,
+            connect=connect,
+        )
+        self.backward = BackwardPath(self.registry, self.counters, self.traffic)
+        self.view = RouterView(
+            registry=self.registry,
+            pause=self.pause,
+            engine=self.engine,
+            counters=self.counters,
+            traffic=self.traffic,
+            backlogs=backlogs,
+            started=started,
+        )
+        registration = self.registration
+        engine_events = EngineEvents(self.engine, self.pause, self.registry, self.counters)
+        #: The workers' control socket: registration, liveness, acknowledgements.
+        self.worker_messages = InboundTable(
+            {
+                Kind.REGISTER: Decoded(WorkerRegistration, registration.on_register),
+                Kind.HEARTBEAT: Decoded(Heartbeat, registration.on_heartbeat),
+                Kind.DEREGISTER: Decoded(Deregistration, registration.on_deregister),
+                Kind.ACK: Decoded(Acknowledgement, registration.on_ack),
+            },
+            self.counters,
+        )
+        #: The engine's events socket: its acknowledgements and load snapshots.
+        self.engine_events = InboundTable(
+            {
+                Kind.ACK: Decoded(Acknowledgement, engine_events.on_ack),
+                Kind.LOAD: Decoded(LoadSnapshot, engine_events.on_load),
+            },
+            self.counters,
+        )
+        #: The outputs socket (``--outputs-via router``): batches back to the workers.
+        self.outputs = InboundTable(self.backward.entries(), self.counters)
+        self._next_expiry_check = 0.0
+
+    def worker_label(self, address: str) -> str:
+        """The id of the worker at ``address`` for metric labels (``unknown`` if none)."""
+        record = self.registry.by_address(address)
+        return "unknown" if record is None else record.worker_id
+
+    def tick(self, at: Instant) -> tuple[list[Effect], float]:
+        """Run the timers: heartbeat expiry (a few times per timeout) and barrier
+        deadlines. Returns their effects and when the next timer is due (monotonic)."""
+        effects: list[Effect] = []
+        if at.mono >= self._next_expiry_check:
+            effects += self.registration.expire(at)
+            interval = min(0.25, self.settings.heartbeat_timeout_s / 4)
+            self._next_expiry_check = at.mono + interval
+        effects += self.pause.expire(at)
+        deadline = self.pause.next_deadline()
+        due = (
+            self._next_expiry_check if deadline is None else min(deadline, self._next_expiry_check)
+        )
+        return effects, due

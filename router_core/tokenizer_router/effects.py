@@ -1,0 +1,75 @@
+"""What the tokenizer router's handlers ask of its shell, as data.
+
+The handlers decide and return a list of effects; the shell (:mod:`router.py`) carries
+them out in the order given. Order matters: a worker that takes over another worker's
+return address gets its registration reply after the old socket is closed.
+
+An :class:`Instant` is the shell's time, handed to every handler: the monotonic clock
+for durations and deadlines, the Unix clock for what operators read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from router_core.control.commands import ReplyTo
+from router_core.control.replies import OperationOutcome
+
+if TYPE_CHECKING:
+    from router_core.transport import FrameLike
+
+__all__ = ["Answer", "Effect", "Forget", "FreezeGarbageCollector", "Instant", "Send"]
+
+
+@dataclass(frozen=True, slots=True)
+class Instant:
+    """One moment on both clocks: ``mono`` (monotonic seconds) and ``wall`` (Unix seconds)."""
+
+    mono: float
+    wall: float
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``frames`` to ``to``: a worker's return address, or ``ENGINE``.
+
+    Once the message is sent (or queued in the destination's backlog), ``traffic``
+    (route, worker id) counts one message of its size and ``counter`` (name, label,
+    amount) is added; a message the destination drops is counted there instead.
+    ``once``: the router keeps no socket for this peer (an unknown worker is told to
+    register again through a throwaway socket).
+    """
+
+    to: str
+    frames: Sequence[FrameLike]
+    traffic: tuple[str, str] | None = None
+    counter: tuple[str, str, int] | None = None
+    once: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Answer the control request ``waiter`` with ``outcome`` (a barrier finished)."""
+
+    waiter: ReplyTo
+    outcome: OperationOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """Close the socket to a worker's ``address``; what is queued there is dropped as
+    ``reason``."""
+
+    address: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FreezeGarbageCollector:
+    """Freeze this process's garbage collector (``gc.freeze()``)."""
+
+
+#: Anything a handler may ask for.
+Effect = Send | Answer | Forget | FreezeGarbageCollector

@@ -1,0 +1,77 @@
+"""What the tokenizer router knows of the engine, and the engine's events.
+
+:class:`EngineState` is when the engine was last heard from and its latest load;
+:class:`EngineEvents` handles the two messages the engine sends the router
+(acknowledgements and load snapshots). Pure: time comes in as an :class:`Instant`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from router_core.counters import Counters
+from router_core.registry import WorkerRegistry
+from router_core.tokenizer_router.effects import Effect, Instant, Send
+from router_core.traffic import BROADCAST
+from router_core.wire.control import ENGINE, Acknowledgement, LoadSnapshot
+
+if TYPE_CHECKING:
+    from router_core.tokenizer_router.pause import PauseCoordinator
+    from router_core.transport import FrameLike
+
+__all__ = ["EngineEvents", "EngineState"]
+
+
+@dataclass
+class EngineState:
+    """The engine as the router last heard from it (monotonic seconds)."""
+
+    timeout_s: float
+    #: The latest engine event (an acknowledgement or a load snapshot).
+    seen_at: float | None = None
+    latest_load: LoadSnapshot | None = None
+    load_received_at: float | None = None
+
+    def is_live(self, now: float) -> bool:
+        """Whether the engine has sent an event within ``timeout_s``."""
+        return self.seen_at is not None and now - self.seen_at <= self.timeout_s
+
+
+class EngineEvents:
+    """Handlers of the engine's events socket."""
+
+    def __init__(
+        self,
+        engine: EngineState,
+        pause: PauseCoordinator,
+        registry: WorkerRegistry,
+        counters: Counters,
+    ) -> None:
+        self._engine = engine
+        self._pause = pause
+        self._registry = registry
+        self._counters = counters
+
+    def on_ack(
+        self, ack: Acknowledgement, frames: Sequence[FrameLike], at: Instant
+    ) -> list[Effect]:
+        """``ACK``: the engine applied a pause or continue; only the engine may send it."""
+        if ack.participant != ENGINE:
+            self._counters.add("rejected", "ack_impersonation")
+            return []
+        self._engine.seen_at = at.mono
+        return self._pause.acknowledge(ack, at)
+
+    def on_load(
+        self, snapshot: LoadSnapshot, frames: Sequence[FrameLike], at: Instant
+    ) -> list[Effect]:
+        """``LOAD``: keep the snapshot and forward it, untouched, to every worker."""
+        engine = self._engine
+        engine.seen_at = engine.load_received_at = at.mono
+        engine.latest_load = snapshot
+        return [
+            Send(record.address, frames, traffic=(BROADCAST, record.worker_id))
+            for record in self._registry.workers()
+        ]

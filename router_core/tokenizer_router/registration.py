@@ -1,0 +1,180 @@
+"""Registration and liveness: the handlers of the workers' control socket but acks.
+
+A worker registers (and may register again at will), heartbeats, and deregisters when it
+leaves; one that stops heartbeating past the timeout is dead. Every departure closes the
+worker's socket and releases the barriers waiting for it. The router answers a
+registration with the current pause state, so a late joiner starts in step, and tells a
+heartbeating stranger (a worker of a router that restarted) to register again.
+
+Pure: ``connect(address)`` is the shell's probe that the router can open a socket to a
+worker (it creates the destination); time comes in as an :class:`Instant`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from router_core.counters import Counters
+from router_core.endpoints import EndpointError, check_endpoint
+from router_core.registry import WorkerRecord, WorkerRegistry
+from router_core.tokenizer_router.effects import Effect, Forget, Instant, Send
+from router_core.tokenizer_router.pause import PauseCoordinator
+from router_core.tokenizer_router.settings import RouterSettings
+from router_core.traffic import CONTROL, TrafficStats, message_bytes
+from router_core.wire import Kind, frame_message
+from router_core.wire.control import (
+    ENGINE,
+    Acknowledgement,
+    Deregistration,
+    Heartbeat,
+    RegistrationReply,
+    WorkerRegistration,
+)
+
+if TYPE_CHECKING:
+    from router_core.transport import FrameLike
+
+__all__ = ["RegistrationHandler"]
+
+logger = logging.getLogger(__name__)
+
+
+class RegistrationHandler:
+    """Registry handling for one router: registrations, heartbeats, departures, expiry."""
+
+    def __init__(
+        self,
+        settings: RouterSettings,
+        *,
+        registry: WorkerRegistry,
+        pause: PauseCoordinator,
+        counters: Counters,
+        traffic: TrafficStats,
+        connect: Callable[[str], bool],
+    ) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._pause = pause
+        self._counters = counters
+        self._traffic = traffic
+        self._connect = connect
+        self._own_endpoints = frozenset(msgspec.structs.astuple(settings.endpoints))
+
+    # ------------------------------------------------------------------ messages
+
+    def on_register(
+        self, registration: WorkerRegistration, frames: Sequence[FrameLike], at: Instant
+    ) -> list[Effect]:
+        """``REGISTER``: add or refresh the worker and answer with the pause state."""
+        if registration.worker_id == ENGINE or not registration.worker_id:
+            self._counters.add("rejected", "bad_worker_id")
+            return []
+        if not self._usable_address(registration.address):
+            return []
+        if not self._connect(registration.address):
+            self._counters.add("rejected", "bad_address")
+            return []
+        record, replaced = self._registry.register(registration, at.mono)
+        effects: list[Effect] = []
+        for old in replaced:
+            effects += self.depart(old, "replaced", at)
+        state = self._pause.state
+        if record.state == "starting":
+            self._registry.transition(record, "paused" if state.paused else "serving")
+        reply = RegistrationReply(
+            worker_id=record.worker_id,
+            accepted=True,
+            paused=state.paused,
+            pause_mode=state.mode,
+            op_id=state.op_id,
+            heartbeat_interval_s=self._settings.heartbeat_interval_s,
+        )
+        self._counters.add("registrations", "accepted")
+        self._count_control(record.worker_id, frames)
+        reply_frames = frame_message(Kind.REGISTER_REPLY, reply)
+        effects.append(Send(record.address, reply_frames, traffic=(CONTROL, record.worker_id)))
+        return effects
+
+    def on_heartbeat(
+        self, heartbeat: Heartbeat, frames: Sequence[FrameLike], at: Instant
+    ) -> list[Effect]:
+        """``HEARTBEAT``: refresh a known worker; ask an unknown one to register again."""
+        if self._registry.heartbeat(heartbeat, at.mono) is not None:
+            self._count_control(heartbeat.worker_id, frames)
+            return []
+        address = heartbeat.address
+        if address and not self._usable_address(address):
+            return []  # counted as bad_address
+        self._counters.add("rejected", "unknown_worker")
+        if not address or self._registry.by_address(address) is not None:
+            return []
+        reply = RegistrationReply(
+            worker_id=heartbeat.worker_id, accepted=False, reason="unknown worker; register"
+        )
+        return [Send(address, frame_message(Kind.REGISTER_REPLY, reply), once=True)]
+
+    def on_deregister(
+        self, leaving: Deregistration, frames: Sequence[FrameLike], at: Instant
+    ) -> list[Effect]:
+        """``DEREGISTER``: the worker left cleanly; forget it."""
+        self._count_control(leaving.worker_id, frames)
+        record = self._registry.deregister(leaving.worker_id)
+        if record is None:
+            self._counters.add("rejected", "unknown_worker")
+            return []
+        self._counters.add("deregistrations", leaving.reason[:32] or "unspecified")
+        return self.depart(record, "deregistered", at)
+
+    def on_ack(
+        self, ack: Acknowledgement, frames: Sequence[FrameLike], at: Instant
+    ) -> list[Effect]:
+        """``ACK`` from a worker (never in the engine's name) for the pause coordinator."""
+        if ack.participant == ENGINE:
+            self._counters.add("rejected", "ack_impersonation")
+            return []
+        self._count_control(ack.participant, frames)
+        return self._pause.acknowledge(ack, at)
+
+    # ------------------------------------------------------------------ departures
+
+    def expire(self, at: Instant) -> list[Effect]:
+        """Every worker silent past the heartbeat timeout is dead and departs."""
+        effects: list[Effect] = []
+        for record in self._registry.expire(at.mono):
+            logger.warning("worker %s missed heartbeats: dead", record.worker_id)
+            self._counters.add("dead_workers", "heartbeat_timeout")
+            effects += self.depart(record, "dead_worker", at)
+        return effects
+
+    def depart(self, record: WorkerRecord, reason: str, at: Instant) -> list[Effect]:
+        """A worker left: remember why, close its socket, stop waiting for its acks."""
+        self._registry.remember_departure(record, reason, at.mono)
+        effects: list[Effect] = [Forget(record.address, reason)]
+        return effects + self._pause.depart(record.worker_id, at)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _usable_address(self, address: str) -> bool:
+        """Whether the router may send to ``address`` (counted under rejected if not).
+
+        It must pass the endpoint rules (loopback unless allowed) and must not be one of
+        the router's own or the engine's endpoints.
+        """
+        try:
+            check_endpoint(address, allow_remote=self._settings.allow_remote)
+        except EndpointError:
+            self._counters.add("rejected", "bad_address")
+            return False
+        if address in self._own_endpoints:
+            self._counters.add("rejected", "bad_address")
+            return False
+        return True
+
+    def _count_control(self, worker_id: str, frames: Sequence[FrameLike]) -> None:
+        """Count a control message from a registered worker (route ``control``)."""
+        if self._registry.get(worker_id) is not None:
+            self._traffic.add(CONTROL, worker_id, 1, message_bytes(frames))
