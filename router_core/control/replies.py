@@ -22,6 +22,7 @@ __all__ = [
     "HistogramSnapshot",
     "LoadReply",
     "OperationOutcome",
+    "OperationResult",
     "PauseAction",
     "PauseOperationCount",
     "RouterMetrics",
@@ -38,6 +39,9 @@ WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "d
 
 #: What a barrier operation does.
 PauseAction = Literal["pause", "continue"]
+
+#: How a barrier operation ended.
+OperationResult = Literal["complete", "timeout"]
 
 
 class WorkerView(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -190,7 +194,7 @@ class PauseOperationCount(msgspec.Struct, kw_only=True):
 
     operation: PauseAction
     mode: str
-    result: Literal["complete", "timeout"]
+    result: OperationResult
     count: int
 
 

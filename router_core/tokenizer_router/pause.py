@@ -18,7 +18,12 @@ from typing import Any, Final
 
 from router_core.barrier import PauseBarrier, PauseOperation, PauseState
 from router_core.control.commands import ReplyTo
-from router_core.control.replies import OperationOutcome, PauseOperationCount
+from router_core.control.replies import (
+    OperationOutcome,
+    OperationResult,
+    PauseAction,
+    PauseOperationCount,
+)
 from router_core.counters import Counters
 from router_core.histogram import BARRIER_BUCKETS, HistogramSet
 from router_core.registry import WorkerRegistry
@@ -63,7 +68,7 @@ class PauseCoordinator:
         #: Seconds from broadcast to answer, per operation (``pause``/``continue``).
         self.barrier_time = HistogramSet(BARRIER_BUCKETS)
         #: Finished operations per ``(operation, mode, result)``.
-        self.finished: dict[tuple[str, str, str], int] = {}
+        self.finished: dict[tuple[PauseAction, str, OperationResult], int] = {}
         #: Outcomes of the latest finished operations, oldest first.
         self.recent: deque[OperationOutcome] = deque(maxlen=RECENT_OPERATIONS)
         #: When the pause state last changed (Unix seconds); None until the first change.
@@ -89,7 +94,7 @@ class PauseCoordinator:
     def finished_counts(self) -> list[PauseOperationCount]:
         """Finished operations by operation, mode and result, sorted."""
         return [
-            PauseOperationCount(operation=op, mode=mode, result=result, count=count)  # type: ignore[arg-type]
+            PauseOperationCount(operation=op, mode=mode, result=result, count=count)
             for (op, mode, result), count in sorted(self.finished.items())
         ]
 
@@ -182,7 +187,8 @@ class PauseCoordinator:
         for op in ops:
             outcome = self.outcome_of(op, at)
             operation = _action(op)
-            key = (operation, op.mode or "none", "complete" if op.complete else "timeout")
+            result: OperationResult = "complete" if op.complete else "timeout"
+            key = (operation, op.mode or "none", result)
             self.finished[key] = self.finished.get(key, 0) + 1
             self.barrier_time.observe(operation, at.mono - op.started_at)
             waiter: Any = op.waiter
@@ -193,5 +199,5 @@ class PauseCoordinator:
         return effects
 
 
-def _action(op: PauseOperation) -> str:
+def _action(op: PauseOperation) -> PauseAction:
     return "pause" if op.is_pause else "continue"
