@@ -19,6 +19,7 @@ from tests.integration.harness import (
     missing,
     socket_files,
 )
+from tests.support.zmq_context import bounded_context
 
 
 @pytest.fixture(scope="session")
@@ -44,10 +45,10 @@ def run_dir() -> Iterator[Path]:
 
 @pytest.fixture
 def zmq_context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
-    """This test's own zmq context, terminated after every socket on it is closed."""
-    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    yield context
-    context.term()
+    """This test's own zmq context, its sockets LINGER 0: a socket still open at teardown
+    fails the test at once, named, instead of hanging it (``bounded_context``)."""
+    with bounded_context() as context:
+        yield context
 
 
 @pytest.fixture

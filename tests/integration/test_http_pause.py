@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -27,6 +27,7 @@ from tests.integration.harness.http_stack import (
     http_stack,
     stream_problems,
 )
+from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -63,16 +64,6 @@ def stack(
             print(the_stack.dump_logs())
 
 
-async def eventually(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``predicate`` (letting other tasks run) until truthy; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for: {what}")
-        await asyncio.sleep(0.02)
-    return value
-
-
 async def ctl(stack: HttpStack, command: str, **args: Any) -> Any:
     return await asyncio.to_thread(stack.ctl, command, **args)
 
@@ -94,10 +85,7 @@ async def load_is(stack: HttpStack, running: int, waiting: int) -> None:
         load = await ctl(stack, "load") or {}
         return load.get("running") == running and load.get("waiting") == waiting
 
-    deadline = time.monotonic() + 10.0
-    while not await matches():
-        assert time.monotonic() < deadline, f"load never showed {running=} {waiting=}"
-        await asyncio.sleep(0.05)
+    await eventually(matches, 10.0, f"the load to show {running=} {waiting=}", interval=0.05)
 
 
 def start_streams(
@@ -131,7 +119,12 @@ class TestPauseInPlace:
     ) -> None:
         """Paused in place mid-stream, no stream receives an event while paused and the
         engine keeps every request running; after continue each finishes with exactly
-        its predicted full text."""
+        its predicted full text.
+
+        The pause's ack and the engine's load (all running, none waiting) are the events
+        that prove the pause took; the quiet period and the watch after them stay windows
+        because silence is the claim: no event marks the last row of the last step
+        arriving, nor a token that never comes."""
         tokens, count = 60, 8
         prompts = predictor.distinct_prompts(count, [tokens] * count, "in place")
 
@@ -174,7 +167,11 @@ class TestPauseAbort:
         """A pause in abort mode ends every in-flight stream with an SGLang abort finish
         (native) or finish_reason "abort" (openai SDK), each having read a prefix of its
         predicted text; requests sent while paused wait, neither answered nor refused,
-        and complete with their full predicted text after continue."""
+        and complete with their full predicted text after continue.
+
+        The in-flight streams' endings and the emptied load are awaited as events; the
+        watch over the late requests stays a window, since a held request shows nothing
+        that could be waited for (being held is the absence of an answer)."""
         tokens = 200
         prompts = predictor.distinct_prompts(6, [tokens] * 6, "abort")
         sdk_prompts = ["sdk abort one", "sdk abort two"]

@@ -23,6 +23,7 @@ from router_core.wire.outputs import BatchStrOutput
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
 from tests.integration.harness.polling import wait_until
 from tests.integration.harness.scrape import families, generate, samples, scrape, some_load
+from tests.support.zmq_context import bounded_context
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +39,7 @@ def reject_and_drop(run_dir: Path) -> None:
     """A malformed request frame (rejected) and an output for an unknown worker (dropped),
     sent straight to the tokenizer router's sockets."""
     endpoints = RouterEndpoints.in_run_dir(run_dir)
-    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    try:
+    with bounded_context() as context:
         requests = connect(context, zmq.PUSH, endpoints.requests, linger_ms=1000)
         requests.send_multipart([b"not a header", b"x"])
         outputs = connect(context, zmq.PUSH, endpoints.outputs, linger_ms=1000)
@@ -51,8 +51,6 @@ def reject_and_drop(run_dir: Path) -> None:
         outputs.send_multipart(frame_batch(batch))
         requests.close()
         outputs.close()
-    finally:
-        context.term()
 
 
 @pytest.fixture(scope="module")
@@ -129,14 +127,11 @@ class TestEveryProcessReportsRejects:
             DetokenizerRouterEndpoints.in_run_dir(run_dir, 2).detokenizers[0],
             worker_address(run_dir, "w0"),
         ]
-        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        try:
+        with bounded_context() as context:
             for endpoint in targets:
                 sock = connect(context, zmq.PUSH, endpoint, linger_ms=1000)
                 sock.send_multipart([b"not a header", b"x"])
                 sock.close()
-        finally:
-            context.term()
 
         def processes() -> set[str] | None:
             found = {

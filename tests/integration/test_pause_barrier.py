@@ -18,6 +18,7 @@ from router_core.control.protocol import decode_reply, encode
 from router_core.wire import Kind, decode_header, frame_message
 from router_core.wire.control import WorkerRegistration
 from tests.integration.harness import SocketFactory, Stack, StandInHandle, wait_until
+from tests.support.zmq_context import bounded_context
 
 pytestmark = pytest.mark.integration
 
@@ -109,16 +110,13 @@ class TestBarrier:
                 calls.append(("pause", {"mode": rng.choice(["abort", "retract", "in_place"])}))
 
         async def run_all() -> list[Any]:
-            context = zmq.asyncio.Context()
-            try:
+            with bounded_context(zmq.asyncio.Context) as context:
                 async with AsyncControlClient(
                     router.endpoints.control, timeout_s=20.0, context=context
                 ) as client:
                     return await asyncio.gather(
                         *(client.call(command, **args) for command, args in calls)
                     )
-            finally:
-                context.term()
 
         outcomes = asyncio.run(run_all())
         seqs = [o["seq"] for o in outcomes]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +42,7 @@ from tests.integration.harness.prometheus import (
     has_finite_value,
     running_prometheus,
 )
+from tests.support.zmq_context import bounded_context
 
 pytestmark = pytest.mark.integration
 
@@ -138,8 +138,8 @@ def forge_faults(run_dir: Path) -> None:
     ghost = BatchStrOutput(
         rids=["ghost-1"], http_worker_ipcs=[f"ipc://{run_dir}/worker-ghost"], output_strs=["x"]
     )
-    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    try:
+    # Beyond the sockets' 5 s linger: term() waits that long for a dead peer.
+    with bounded_context(bound_s=10.0) as context:
         for endpoint, frames in (
             (endpoints.requests, [b"not a header"]),
             (endpoints.outputs, frame_batch(ghost)),
@@ -149,8 +149,6 @@ def forge_faults(run_dir: Path) -> None:
                 push.setsockopt(zmq.LINGER, 5000)
                 push.connect(endpoint)
                 push.send_multipart(frames)
-    finally:
-        context.term()
 
 
 def pause_and_continue(admin: httpx.Client) -> None:
@@ -239,16 +237,19 @@ class TestPrometheusScrape:
     ) -> None:
         """Every query of every panel of every dashboard returns a series with a number."""
         pending = {query.expr: query for query in dashboard_queries()}
-        deadline = time.monotonic() + CHECK_S
-        while pending and time.monotonic() < deadline:
+
+        def all_answered() -> bool:
             for expr in list(pending):
                 if has_finite_value(prometheus.query(expr)):
                     del pending[expr]
-            if pending:
-                time.sleep(0.5)
-        assert not pending, "panel queries without data:\n" + "\n".join(
-            f"{q.dashboard} / {q.panel} ({q.ref_id}): {q.expr}" for q in pending.values()
-        )
+            return not pending
+
+        def without_data() -> str:
+            return "data for every panel query; without:\n" + "\n".join(
+                f"{q.dashboard} / {q.panel} ({q.ref_id}): {q.expr}" for q in pending.values()
+            )
+
+        wait_until(all_answered, CHECK_S, without_data, interval=0.5)
 
     def test_alert_rules_load_and_evaluate_without_error(
         self, prometheus: Prometheus, loaded: Load

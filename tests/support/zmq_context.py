@@ -69,7 +69,8 @@ def terminate(
     if terminator.is_alive():
         raise ContextLeak(
             f"zmq context not terminated after {bound_s:.1f}s: a socket this context does "
-            "not track (made on a shadow of it, or by C code) is still open"
+            "not track (made on a shadow of it, or by C code) is still open, or a closed "
+            "socket lingers longer than that with messages unsent"
         )
     if names and not sweep:
         raise ContextLeak(f"{len(names)} socket(s) left open on the test's zmq context: {names}")

@@ -41,6 +41,7 @@ from tests.integration.harness.polling import ipc_path, socket_files, wait_until
 from tests.integration.harness.processes import ManagedProcess, ProcessManager
 from tests.integration.harness.reports import ReportCollector
 from tests.integration.harness.stack import DetokRouterHandle, RouterHandle, Stack
+from tests.support.zmq_context import ContextLeak, terminate
 
 __all__ = [
     "MODEL",
@@ -285,6 +286,7 @@ def http_stack(
         raise RuntimeError("one HttpStack at a time: end the other one's scope first")
     run_dir = Path(tempfile.mkdtemp(prefix="sb-http-", dir="/tmp"))
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    context.setsockopt(zmq.LINGER, 0)
     processes = ProcessManager(log_dir)
     # Stack wants a report collector; this stack starts no stand-ins that would use it.
     reports = ReportCollector(context, f"ipc://{run_dir}/reports")
@@ -309,7 +311,10 @@ def http_stack(
         problems = _stop_workers(processes)
         problems += processes.shutdown()
         reports.close()
-        context.term()
+        try:
+            terminate(context)
+        except ContextLeak as leak:
+            problems.append(str(leak))
         leftover = socket_files(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
     if leftover:
