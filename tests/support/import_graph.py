@@ -178,17 +178,21 @@ class ImportGraph:
                 found.append(ImportCycle(path, frozenset(group)))
         return found
 
-    def loading_path(self, start: str, goal: Iterable[str]) -> list[str] | None:
-        """The shortest chain of modules that importing ``start`` runs, from ``start`` to
-        one in ``goal`` (``[start]`` when it is one), or ``None`` when none is run.
+    def import_path(self, start: str, goal: Iterable[str]) -> list[str] | None:
+        """The shortest chain of imports from ``start`` to a module in ``goal``
+        (``[start]`` when it is one), or ``None`` when ``start`` reaches none."""
+        return self._chain(start, set(goal), with_parents=False)
 
-        Unlike the import edges, this follows each module to its parent package too:
-        importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first.
-        """
-        goals = set(goal)
+    def loading_path(self, start: str, goal: Iterable[str]) -> list[str] | None:
+        """Like :meth:`import_path`, but for everything importing ``start`` runs: this
+        follows each module to its parent package too, since importing ``a.b.c`` runs
+        ``a/__init__`` and ``a/b/__init__`` first."""
+        return self._chain(start, set(goal), with_parents=True)
+
+    def _chain(self, start: str, goals: set[str], *, with_parents: bool) -> list[str] | None:
         if start in goals:
             return [start]
-        rest = self._path(start, goals, self.modules, with_parents=True)
+        rest = self._path(start, goals, self.modules, with_parents=with_parents)
         return None if rest is None else [start, *rest]
 
     def _next(self, module: str, with_parents: bool) -> list[str]:
