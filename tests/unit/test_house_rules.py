@@ -13,9 +13,11 @@ import pkgutil
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+import httpkit
 import router_core
 from tests.support.import_graph import (
     ImportGraph,
@@ -164,17 +166,19 @@ def wildcard_binds(tree: ast.AST) -> Iterator[str]:
             yield f"line {node.lineno}: {node.value!r}"
 
 
-def router_core_module_names() -> list[str]:
-    """Every module name of the router_core package, found with pkgutil.
+def library_module_names(packages: tuple[ModuleType, ...] = (router_core, httpkit)) -> list[str]:
+    """Every module name of ``packages`` (the libraries others import), found with pkgutil.
 
     A subpackage that fails to import is still listed, so that its test fails loudly
     instead of the walk skipping it.
     """
-    names = [router_core.__name__]
-    walk = pkgutil.walk_packages(
-        router_core.__path__, prefix=f"{router_core.__name__}.", onerror=names.append
-    )
-    names.extend(info.name for info in walk)
+    names = []
+    for package in packages:
+        names.append(package.__name__)
+        walk = pkgutil.walk_packages(
+            package.__path__, prefix=f"{package.__name__}.", onerror=names.append
+        )
+        names.extend(info.name for info in walk)
     return sorted(set(names))
 
 
@@ -306,14 +310,15 @@ class TestNoPickle:
 
 
 class TestExportedNames:
-    """Every router_core module's __all__ lists only names it defines."""
+    """Every router_core and httpkit module's __all__ lists only names it defines."""
 
     def test_walk_finds_the_wire_package(self) -> None:
         """The module walk reaches nested modules, so the check is not vacuous."""
-        names = set(router_core_module_names())
+        names = set(library_module_names())
         assert {"router_core.wire", "router_core.wire.codec", "router_core.wire.split"} <= names
+        assert {"httpkit.serving", "httpkit.spans"} <= names
 
-    @pytest.mark.parametrize("name", router_core_module_names())
+    @pytest.mark.parametrize("name", library_module_names())
     def test_all_names_exist(self, name: str) -> None:
         """The module imports, and each name in its __all__ is an attribute, listed once."""
         module = importlib.import_module(name)
