@@ -1,7 +1,9 @@
 """The audit log: one line per mutation on logger ``switchboard.audit``.
 
-``audit who=<token name> action=<pause|continue|drain|undrain|freeze_gc> target=<...>
-result=<ok|timeout|error> detail=<...>``. The token's name, never its value.
+``audit who=<token name> action=<command> target=<...> result=<ok|timeout|error>
+detail=<...>``: the action is the name of an audited command of :mod:`app.catalogue`
+(``pause``, ``continue``, ``drain``, ``undrain``, ``freeze_gc``). The token's name,
+never its value.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ import json
 import logging
 from typing import Literal
 
-__all__ = ["AuditAction", "AuditResult", "audit"]
+from app.catalogue import Command
+
+__all__ = ["AuditResult", "audit"]
 
 logger = logging.getLogger("switchboard.audit")
 
-AuditAction = Literal["pause", "continue", "drain", "undrain", "freeze_gc"]
 AuditResult = Literal["ok", "timeout", "error"]
 
 
@@ -25,12 +28,14 @@ def _field(value: str) -> str:
     return json.dumps(value)
 
 
-def audit(who: str, action: AuditAction, target: str, result: AuditResult, detail: str) -> None:
-    """Write one audit line."""
+def audit(who: str, action: Command, target: str, result: AuditResult, detail: str) -> None:
+    """Write one audit line for ``action``; ValueError for a command that is not audited."""
+    if not action.audited:
+        raise ValueError(f"the {action.name!r} command is not audited")
     logger.info(
         "audit who=%s action=%s target=%s result=%s detail=%s",
         _field(who),
-        action,
+        action.name,
         _field(target),
         result,
         _field(detail),

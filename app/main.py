@@ -122,6 +122,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
         routers.events,
         routers.health,
         routers.whoami,
+        routers.commands,
         routers.console,
         routers.metrics,
     )

@@ -1,6 +1,6 @@
 """The admin API's request and response bodies (pydantic), so ``/openapi.json`` is complete.
 
-The router's control replies are plain dicts; :mod:`app.views` turns them into these.
+:mod:`app.views` turns the router's control replies, and the command catalogue, into these.
 """
 
 from __future__ import annotations
@@ -9,8 +9,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.catalogue import DEFAULT_BARRIER_TIMEOUT_S, DEFAULT_PAUSE_MODE
+
 __all__ = [
     "ApiError",
+    "CommandArgument",
+    "CommandConsole",
+    "CommandInfo",
+    "CommandList",
     "ContinueRequest",
     "EngineInfo",
     "ErrorBody",
@@ -39,6 +45,7 @@ __all__ = [
 ]
 
 WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "dead"]
+#: :data:`app.catalogue.PAUSE_MODES` as a type.
 PauseMode = Literal["abort", "retract", "in_place"]
 ErrorCode = Literal[
     "unauthorized",
@@ -173,14 +180,14 @@ class Status(_Model):
 class PauseRequest(_Model):
     """``POST /api/pause``."""
 
-    mode: PauseMode = "abort"
-    timeout_s: Timeout = 5.0
+    mode: PauseMode = DEFAULT_PAUSE_MODE
+    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
 
 
 class ContinueRequest(_Model):
     """``POST /api/continue``."""
 
-    timeout_s: Timeout = 5.0
+    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
 
 
 class SglangPauseRequest(BaseModel):
@@ -188,8 +195,8 @@ class SglangPauseRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    mode: PauseMode = "abort"
-    timeout_s: Timeout = 5.0
+    mode: PauseMode = DEFAULT_PAUSE_MODE
+    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
 
 
 class FreezeGcResult(_Model):
@@ -241,3 +248,44 @@ class LoadEvent(_Model):
     """A ``load`` event."""
 
     load: Load
+
+
+class CommandArgument(_Model):
+    """One argument of a command: a body field or a path parameter."""
+
+    name: str
+    place: Literal["body", "path"]
+    summary: str
+    choices: list[str] = Field(description="the values it may take (empty: any)")
+    default: str | float | None = Field(description="what the API assumes when it is left out")
+
+
+class CommandConsole(_Model):
+    """How the console offers a command."""
+
+    scope: Literal["generation", "worker", "engine"] = Field(
+        description="with the pause controls, on each worker's row, or in the engine panel"
+    )
+    label: str
+    states: list[str] = Field(description="the worker states a worker's action applies in")
+
+
+class CommandInfo(_Model):
+    """One command of the admin API, as the catalogue describes it."""
+
+    name: str
+    method: Literal["GET", "POST"]
+    path: str
+    aliases: list[str] = Field(description="SGLang's names for the same path")
+    role: Literal["viewer", "operator"] = Field(description="the role a token needs")
+    audited: bool = Field(description="each call writes an audit line")
+    summary: str
+    arguments: list[CommandArgument]
+    cli: str | None = Field(description="its switchboard subcommand, if it has one")
+    console: CommandConsole | None = Field(description="its console control, if it has one")
+
+
+class CommandList(_Model):
+    """``GET /api/commands``: every command of the admin API."""
+
+    commands: list[CommandInfo]

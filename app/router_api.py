@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from app.errors import from_control_error
-from app.models import Load, Operation, Status, Worker
+from app.models import FreezeGcResult, Load, Operation, Status, Worker
 from app.views import load_of, operation_of, status_of, worker_of, workers_of
 from router_core.control import AsyncControlClient, ControlError
 
@@ -63,9 +63,11 @@ class RouterApi:
     async def drain(self, worker_id: str, *, drain: bool) -> Worker:
         return worker_of(await self.call("drain" if drain else "undrain", worker_id=worker_id))
 
-    async def freeze_gc(self) -> dict[str, list[str]]:
+    async def freeze_gc(self) -> FreezeGcResult:
         reply = await self.call("freeze_gc")
-        return {"frozen": list(reply["frozen"]), "forwarded_to": list(reply["forwarded_to"])}
+        return FreezeGcResult(
+            frozen=list(reply["frozen"]), forwarded_to=list(reply["forwarded_to"])
+        )
 
     async def answers(self, timeout_s: float) -> dict[str, Any] | None:
         """The router's status if it answers within ``timeout_s``, else None."""

@@ -10,9 +10,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from app.models import EngineInfo, Load, Operation, RouterInfo, Status, Versions, Worker
+from app.catalogue import Command
+from app.models import (
+    CommandArgument,
+    CommandConsole,
+    CommandInfo,
+    CommandList,
+    EngineInfo,
+    Load,
+    Operation,
+    RouterInfo,
+    Status,
+    Versions,
+    Worker,
+)
 
-__all__ = ["load_of", "operation_of", "status_of", "worker_of", "workers_of"]
+__all__ = ["commands_of", "load_of", "operation_of", "status_of", "worker_of", "workers_of"]
 
 
 def worker_of(view: Mapping[str, Any]) -> Worker:
@@ -99,3 +112,35 @@ def status_of(status: Mapping[str, Any], load: Mapping[str, Any] | None, admin: 
         versions=Versions(admin=admin, router=str(status.get("version", ""))),
         router=RouterInfo(pid=status["pid"], uptime_s=status["uptime_s"]),
     )
+
+
+def _command_info(entry: Command) -> CommandInfo:
+    console = entry.console
+    return CommandInfo(
+        name=entry.name,
+        method=entry.method,
+        path=entry.path,
+        aliases=list(entry.aliases),
+        role=entry.role,
+        audited=entry.audited,
+        summary=entry.summary,
+        arguments=[
+            CommandArgument(
+                name=argument.name,
+                place=argument.place,
+                summary=argument.summary,
+                choices=list(argument.choices),
+                default=argument.default,
+            )
+            for argument in entry.arguments
+        ],
+        cli=entry.cli.name if entry.cli is not None else None,
+        console=None
+        if console is None
+        else CommandConsole(scope=console.scope, label=console.label, states=list(console.states)),
+    )
+
+
+def commands_of(entries: Iterable[Command]) -> CommandList:
+    """The catalogue's ``entries`` as ``GET /api/commands`` answers them."""
+    return CommandList(commands=[_command_info(entry) for entry in entries])

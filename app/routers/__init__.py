@@ -1,6 +1,7 @@
 """One router module per resource; :func:`app.main.create_app` includes them all."""
 
 from app.routers import (
+    commands,
     console,
     events,
     gc,
@@ -14,6 +15,7 @@ from app.routers import (
 )
 
 __all__ = [
+    "commands",
     "console",
     "events",
     "gc",

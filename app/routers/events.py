@@ -16,13 +16,15 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from app.deps import Hub, Poller, Settings, Viewer
+from app.catalogue import command
+from app.deps import Hub, Poller, Settings
 from app.errors import ApiException, error_responses
 from app.events import Subscription
+from app.routers.binding import bind
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api", tags=["events"])
+router = APIRouter(tags=["events"])
 
 _STREAM: dict[int | str, dict[str, Any]] = {
     200: {
@@ -47,8 +49,8 @@ async def _frames(
         hub.unsubscribe(subscription)
 
 
-@router.get("/events", response_class=StreamingResponse, responses=_STREAM)
-async def events(_: Viewer, hub: Hub, poller: Poller, settings: Settings) -> StreamingResponse:
+@bind(router, command("events"), response_class=StreamingResponse, responses=_STREAM)
+async def events(hub: Hub, poller: Poller, settings: Settings) -> StreamingResponse:
     """Every change, as it is seen (the router is polled every ``poll_interval_s``)."""
     await hub.wait_view(settings.control_timeout_s)
     # A snapshot from before the router stopped answering would be stale.

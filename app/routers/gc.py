@@ -5,23 +5,27 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.audit import audit
-from app.deps import Operator, Router
+from app.catalogue import command
+from app.deps import Router
 from app.errors import ApiException, error_responses
 from app.models import FreezeGcResult
+from app.routers.binding import Caller, bind
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api", tags=["engine"])
+router = APIRouter(tags=["engine"])
+
+FREEZE_GC = command("freeze_gc")
 
 
-@router.post("/freeze_gc", response_model=FreezeGcResult, responses=error_responses(401, 403, 503))
-async def freeze_gc(who: Operator, control: Router) -> FreezeGcResult:
+@bind(router, FREEZE_GC, response_model=FreezeGcResult, responses=error_responses(401, 403, 503))
+async def freeze_gc(who: Caller, control: Router) -> FreezeGcResult:
     """Freeze GC in the router and ask the engine (and through it the detokenizers and
     workers) to do the same, after warm-up, so long-lived objects are never scanned."""
     try:
-        result = FreezeGcResult(**await control.freeze_gc())
+        result = await control.freeze_gc()
     except ApiException as exc:
-        audit(who.name, "freeze_gc", "all", "error", f"{exc.code}: {exc.message}")
+        audit(who.name, FREEZE_GC, "all", "error", f"{exc.code}: {exc.message}")
         raise
-    audit(who.name, "freeze_gc", "all", "ok", "frozen=" + ",".join(result.frozen))
+    audit(who.name, FREEZE_GC, "all", "ok", "frozen=" + ",".join(result.frozen))
     return result

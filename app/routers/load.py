@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import Router, Viewer
+from app.catalogue import command
+from app.deps import Router
 from app.errors import error_responses
 from app.models import LoadResponse
+from app.routers.binding import bind
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api", tags=["engine"])
+router = APIRouter(tags=["engine"])
 
 
-@router.get("/load", response_model=LoadResponse, responses=error_responses(401, 503))
-async def get_load(_: Viewer, control: Router) -> LoadResponse:
+@bind(router, command("load"), response_model=LoadResponse, responses=error_responses(401, 503))
+async def get_load(control: Router) -> LoadResponse:
     """Running and waiting requests, token usage and step of the engine; null before its
     first report."""
     return LoadResponse(load=await control.load())

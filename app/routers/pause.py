@@ -13,8 +13,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app.audit import AuditAction, audit
-from app.deps import Operator, Poller, Router
+from app.audit import audit
+from app.catalogue import Command, command
+from app.deps import Poller, Router
 from app.errors import ApiException, error_responses
 from app.models import (
     ApiError,
@@ -24,11 +25,14 @@ from app.models import (
     PauseRequest,
     SglangPauseRequest,
 )
+from app.routers.binding import Caller, bind
 from app.tokens import Principal
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["pause"])
+
+PAUSE, CONTINUE = command("pause"), command("continue")
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     **error_responses(400, 401, 403, 503),
@@ -47,17 +51,17 @@ async def _barrier(
     who: Principal,
     control: Router,
     poller: Poller,
+    action: Command,
     *,
-    pause: bool,
     mode: str | None,
     timeout_s: float,
 ) -> Operation | JSONResponse:
-    action: AuditAction = "pause" if pause else "continue"
+    """Run ``action`` (pause, with its ``mode``, or continue), audited whatever happens."""
     args: dict[str, Any] = {"timeout_s": timeout_s}
-    if pause:
+    if mode is not None:
         args["mode"] = mode
     try:
-        operation = await control.barrier(action, **args)
+        operation = await control.barrier(action.name, **args)
     except ApiException as exc:
         audit(who.name, action, "all", "error", f"{exc.code}: {exc.message}")
         raise
@@ -68,59 +72,64 @@ async def _barrier(
         raise
     finally:
         poller.wake()
-    prefix = f"mode={mode} " if pause else ""
+    prefix = f"mode={mode} " if mode is not None else ""
     if operation.complete:
         detail = f"{prefix}op={operation.op_id} acked={_names(operation.acked)}"
         audit(who.name, action, "all", "ok", detail)
         return operation
     detail = f"{prefix}op={operation.op_id} stragglers={_names(operation.stragglers)}"
     audit(who.name, action, "all", "timeout", detail)
-    message = (
-        f"{action} not acknowledged within {timeout_s:g} s by: {', '.join(operation.stragglers)}"
-    )
+    stragglers = ", ".join(operation.stragglers)
+    message = f"{action.name} not acknowledged within {timeout_s:g} s by: {stragglers}"
     body = OperationTimedOut(
         **operation.model_dump(), error=ApiError(code="timeout", message=message)
     )
     return JSONResponse(body.model_dump(), status_code=504)
 
 
-@router.post("/api/pause", response_model=Operation, responses=_RESPONSES)
+@bind(router, PAUSE, response_model=Operation, responses=_RESPONSES)
 async def pause(
-    who: Operator, control: Router, poller: Poller, body: PauseRequest | None = None
+    who: Caller, control: Router, poller: Poller, body: PauseRequest | None = None
 ) -> Operation | JSONResponse:
     """Pause generation: ``abort`` returns in-flight requests, ``retract`` puts running
     ones back in the queue, ``in_place`` freezes them. 200 when every worker and the
     engine acknowledged; 504 naming the stragglers after ``timeout_s``."""
     request = body or PauseRequest()
     return await _barrier(
-        who, control, poller, pause=True, mode=request.mode, timeout_s=request.timeout_s
+        who, control, poller, PAUSE, mode=request.mode, timeout_s=request.timeout_s
     )
 
 
-@router.post("/api/continue", response_model=Operation, responses=_RESPONSES)
+@bind(router, CONTINUE, response_model=Operation, responses=_RESPONSES)
 async def continue_(
-    who: Operator, control: Router, poller: Poller, body: ContinueRequest | None = None
+    who: Caller, control: Router, poller: Poller, body: ContinueRequest | None = None
 ) -> Operation | JSONResponse:
     """Resume generation; the same barrier and answers as pause."""
     request = body or ContinueRequest()
-    return await _barrier(who, control, poller, pause=False, mode=None, timeout_s=request.timeout_s)
+    return await _barrier(who, control, poller, CONTINUE, mode=None, timeout_s=request.timeout_s)
 
 
-@router.post("/pause_generation", response_model=Operation, responses=_RESPONSES)
+@bind(router, PAUSE, path="/pause_generation", response_model=Operation, responses=_RESPONSES)
 async def pause_generation(
-    who: Operator, control: Router, poller: Poller, body: SglangPauseRequest | None = None
+    who: Caller, control: Router, poller: Poller, body: SglangPauseRequest | None = None
 ) -> Operation | JSONResponse:
     """SGLang's name for ``POST /api/pause`` (body optional; mode ``abort`` by default)."""
     request = body or SglangPauseRequest()
     return await _barrier(
-        who, control, poller, pause=True, mode=request.mode, timeout_s=request.timeout_s
+        who, control, poller, PAUSE, mode=request.mode, timeout_s=request.timeout_s
     )
 
 
-@router.post("/continue_generation", response_model=Operation, responses=_RESPONSES)
+@bind(
+    router,
+    CONTINUE,
+    path="/continue_generation",
+    response_model=Operation,
+    responses=_RESPONSES,
+)
 async def continue_generation(
-    who: Operator, control: Router, poller: Poller, body: ContinueRequest | None = None
+    who: Caller, control: Router, poller: Poller, body: ContinueRequest | None = None
 ) -> Operation | JSONResponse:
     """SGLang's name for ``POST /api/continue`` (an empty body is fine)."""
     request = body or ContinueRequest()
-    return await _barrier(who, control, poller, pause=False, mode=None, timeout_s=request.timeout_s)
+    return await _barrier(who, control, poller, CONTINUE, mode=None, timeout_s=request.timeout_s)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import Router, Viewer
+from app.catalogue import command
+from app.deps import Router
 from app.errors import error_responses
 from app.models import Status
+from app.routers.binding import bind
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api", tags=["status"])
+router = APIRouter(tags=["status"])
 
 
-@router.get("/status", response_model=Status, responses=error_responses(401, 503))
-async def get_status(_: Viewer, control: Router) -> Status:
+@bind(router, command("status"), response_model=Status, responses=error_responses(401, 503))
+async def get_status(control: Router) -> Status:
     """The router's pause state, its latest operations, the engine and the versions."""
     return await control.status()

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.deps import Viewer
+from app.catalogue import command
 from app.errors import error_responses
 from app.models import Identity
+from app.routers.binding import Caller, bind
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api", tags=["auth"])
+router = APIRouter(tags=["auth"])
 
 
-@router.get("/whoami", response_model=Identity, responses=error_responses(401))
-async def whoami(principal: Viewer) -> Identity:
+@bind(router, command("whoami"), response_model=Identity, responses=error_responses(401))
+async def whoami(principal: Caller) -> Identity:
     """The token's name and role (``viewer`` or ``operator``)."""
     return Identity(name=principal.name, role=principal.role)

@@ -1,4 +1,5 @@
-"""One handler per operator command, dispatched through :data:`COMMANDS`.
+"""One handler per operator command, dispatched through :data:`COMMANDS` by the name of
+the command's catalogue entry (:mod:`app.catalogue`), which gives it the path to call.
 
 A handler asks the admin app through an :class:`AdminClient` and returns an
 :class:`Outcome`: the API's JSON (printed by ``--json``), how to render it as text, and
@@ -16,19 +17,33 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import quote
 
 import httpx
 
-from switchboard.admin_cli import (
-    BARRIER_GRACE_S,
-    DEFAULT_BARRIER_TIMEOUT_S,
-    DEFAULT_HTTP_TIMEOUT_S,
-    DEFAULT_URL,
-    render,
+from app.catalogue import DEFAULT_BARRIER_TIMEOUT_S, TIMEOUT, Command
+from switchboard.admin_cli import render
+from switchboard.admin_cli.answers import (
+    FreezeGcResult,
+    LoadResponse,
+    Operation,
+    Status,
+    Worker,
+    WorkerList,
+    decode,
 )
 from switchboard.admin_cli.client import AdminClient, api_error
-from switchboard.admin_cli.errors import EXIT_FAILED, EXIT_OK, AdminCliError, OperationFailed
+from switchboard.admin_cli.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
+    AdminCliError,
+    UnexpectedAnswer,
+)
+from switchboard.admin_cli.parsers import (
+    BARRIER_GRACE_S,
+    CLI_COMMANDS,
+    DEFAULT_HTTP_TIMEOUT_S,
+    DEFAULT_URL,
+)
 
 __all__ = ["COMMANDS", "Outcome", "execute"]
 
@@ -41,77 +56,82 @@ class Outcome:
     """What a command got: the API's JSON, its text form, and a failure line if it failed."""
 
     body: Any
-    render: Callable[[Any], str]
+    #: The body as text, decoded only when it is shown (``--json`` prints it as it came).
+    text: Callable[[], str]
     failure: str | None = None
 
 
-Handler = Callable[[AdminClient, argparse.Namespace], Outcome]
+#: A handler: the admin client, the catalogue entry it runs, and the parsed command line.
+Handler = Callable[[AdminClient, Command, argparse.Namespace], Outcome]
 
 
-def _operation(client: AdminClient, args: argparse.Namespace, path: str, body: Any) -> Outcome:
-    """A barrier: 200 when every worker and the engine acknowledged, 504 naming stragglers."""
+def barrier(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
+    """``POST /api/pause {mode, timeout_s}`` or ``POST /api/continue {timeout_s}`` ->
+    Operation: 200 when every worker and the engine acknowledged, 504 naming stragglers."""
     barrier_s = args.timeout or DEFAULT_BARRIER_TIMEOUT_S
+    body = {
+        argument.name: barrier_s if argument is TIMEOUT else getattr(args, argument.name)
+        for argument in entry.body_arguments()
+    }
     answer = client.request(
-        "POST",
-        path,
-        body={**body, "timeout_s": barrier_s},
+        entry.method,
+        entry.path,
+        body=body,
         timeout_s=barrier_s + BARRIER_GRACE_S,
         accept=(200, 504),
     )
-    op = answer.body
-    if not (isinstance(op, dict) and "complete" in op):
-        raise api_error(answer.status, op)
+    try:
+        op = decode(Operation, answer.body)
+    except UnexpectedAnswer:
+        raise api_error(answer.status, answer.body) from None
     failure = None
-    if not op["complete"] or answer.status != 200:
-        stragglers = render.names(op.get("stragglers"))
-        failure = f"timed out after {render.elapsed(op.get('elapsed_s'))}; stragglers: {stragglers}"
-    return Outcome(op, render.operation_text, failure)
+    if not op.complete or answer.status != 200:
+        stragglers = render.names(op.stragglers)
+        failure = f"timed out after {render.elapsed(op.elapsed_s)}; stragglers: {stragglers}"
+    return Outcome(answer.body, lambda: render.operation_text(op), failure)
 
 
-def status(client: AdminClient, args: argparse.Namespace) -> Outcome:
-    """``GET /api/status``."""
-    now = time.time()
-    return Outcome(client.get("/api/status"), lambda body: render.status_text(body, now))
+def status(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
+    """``GET /api/status`` -> Status."""
+    now, body = time.time(), client.get(entry.path)
+    return Outcome(body, lambda: render.status_text(decode(Status, body), now))
 
 
-def workers(client: AdminClient, args: argparse.Namespace) -> Outcome:
+def workers(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
     """``GET /api/workers`` -> ``{"workers": [Worker]}``."""
-    return Outcome(client.get("/api/workers"), lambda body: render.workers_table(body["workers"]))
+    body = client.get(entry.path)
+    return Outcome(body, lambda: render.workers_table(decode(WorkerList, body).workers))
 
 
-def pause(client: AdminClient, args: argparse.Namespace) -> Outcome:
-    """``POST /api/pause {mode, timeout_s}`` -> Operation (200, or 504 on timeout)."""
-    return _operation(client, args, "/api/pause", {"mode": args.mode})
+def worker_action(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
+    """``POST /api/workers/{id}/drain`` or ``/undrain`` -> Worker (404 unknown, 409
+    conflict)."""
+    body = client.request(entry.method, entry.path_for(worker_id=args.worker_id)).body
+    return Outcome(body, lambda: render.workers_table([decode(Worker, body)]))
 
 
-def continue_(client: AdminClient, args: argparse.Namespace) -> Outcome:
-    """``POST /api/continue {timeout_s}`` -> Operation (200, or 504 on timeout)."""
-    return _operation(client, args, "/api/continue", {})
-
-
-def _worker_command(verb: str) -> Handler:
-    def command(client: AdminClient, args: argparse.Namespace) -> Outcome:
-        path = f"/api/workers/{quote(args.worker_id, safe='')}/{verb}"
-        worker = client.request("POST", path).body
-        return Outcome(worker, lambda body: render.workers_table([body]))
-
-    command.__doc__ = f"``POST /api/workers/{{id}}/{verb}`` -> Worker (404 unknown, 409 conflict)."
-    return command
-
-
-def load(client: AdminClient, args: argparse.Namespace) -> Outcome:
+def load(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
     """``GET /api/load`` -> ``{"load": Load | null}``."""
-    return Outcome(client.get("/api/load"), lambda body: render.load_text(body["load"]))
+    body = client.get(entry.path)
+    return Outcome(body, lambda: render.load_text(decode(LoadResponse, body).load))
 
 
+def freeze_gc(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
+    """``POST /api/freeze_gc`` -> ``{"frozen": [...], "forwarded_to": [...]}``."""
+    body = client.request(entry.method, entry.path).body
+    return Outcome(body, lambda: render.freeze_gc_text(decode(FreezeGcResult, body)))
+
+
+#: The handler of each catalogue entry the CLI offers, by the entry's name.
 COMMANDS: Final[dict[str, Handler]] = {
     "status": status,
     "workers": workers,
-    "pause": pause,
-    "continue": continue_,
-    "drain": _worker_command("drain"),
-    "undrain": _worker_command("undrain"),
+    "pause": barrier,
+    "continue": barrier,
+    "drain": worker_action,
+    "undrain": worker_action,
     "load": load,
+    "freeze_gc": freeze_gc,
 }
 
 
@@ -129,27 +149,21 @@ def _print(text: str) -> None:
         os.close(devnull)
 
 
-def _text(outcome: Outcome) -> str:
-    try:
-        return outcome.render(outcome.body)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise OperationFailed(f"unexpected answer from the admin app ({exc!r})") from exc
-
-
 def execute(args: argparse.Namespace, *, transport: httpx.BaseTransport | None = None) -> int:
     """Run ``args.command``; print its answer, or one line on stderr; the exit status.
 
     ``--url`` and ``--token`` fall back to ``SWITCHBOARD_ADMIN_URL`` and
     ``SWITCHBOARD_ADMIN_TOKEN``. ``transport`` replaces the network in tests.
     """
-    handler = COMMANDS[args.command]
+    entry = CLI_COMMANDS[args.command]
+    handler = COMMANDS[entry.name]
     url = args.url or _environment("SWITCHBOARD_ADMIN_URL") or DEFAULT_URL
     token = args.token or _environment("SWITCHBOARD_ADMIN_TOKEN")
     http_timeout = DEFAULT_HTTP_TIMEOUT_S if args.timeout is None else args.timeout
     try:
         with AdminClient(url, token, http_timeout, transport=transport) as client:
-            outcome = handler(client, args)
-        _print(json.dumps(outcome.body, indent=2) if args.json else _text(outcome))
+            outcome = handler(client, entry, args)
+        _print(json.dumps(outcome.body, indent=2) if args.json else outcome.text())
     except AdminCliError as exc:
         print(f"switchboard {args.command}: {exc.message}", file=sys.stderr)
         return exc.exit_status

@@ -17,6 +17,7 @@ __all__ = [
     "ApiError",
     "AuthFailed",
     "OperationFailed",
+    "UnexpectedAnswer",
     "Unreachable",
     "UsageProblem",
 ]
@@ -60,6 +61,10 @@ class OperationFailed(AdminCliError):
     """The app was reached but the operation did not succeed (or did not answer in time)."""
 
     exit_status = EXIT_FAILED
+
+
+class UnexpectedAnswer(OperationFailed):
+    """The app answered success with a body that is not what the command asked for."""
 
 
 class ApiError(OperationFailed):

@@ -1,21 +1,21 @@
 """Readable text for the admin API's answers: aligned tables and ``key  value`` blocks.
 
-Pure functions of the decoded JSON (and of ``now`` where a clock time is shown as an
-age), so every layout is tested without a server. A required field that is missing
-raises ``KeyError``; :mod:`switchboard.admin_cli.commands` reports that as an
-unexpected answer.
+Pure functions of the typed answers (:mod:`switchboard.admin_cli.answers`, and ``now``
+where a clock time is shown as an age), so every layout is tested without a server.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+
+from switchboard.admin_cli.answers import FreezeGcResult, Load, Operation, Status, Worker
 
 __all__ = [
     "ago",
     "clock",
     "elapsed",
+    "freeze_gc_text",
     "key_values",
     "load_text",
     "names",
@@ -92,36 +92,36 @@ def names(items: Sequence[str] | None, shown: int | None = None) -> str:
     return ", ".join([*items[:shown], f"+{len(items) - shown} more"])
 
 
-def _yes_no(flag: Any) -> str:
+def _yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _count(value: Any) -> str:
+def _count(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def workers_table(workers: Sequence[Mapping[str, Any]]) -> str:
+def workers_table(workers: Sequence[Worker]) -> str:
     """One row per worker; a REASON column only when a departed worker has one."""
     if not workers:
         return "no workers"
     headers = ["ID", "STATE", "INFLIGHT", "LAST HEARTBEAT", "REQUESTS", "SAFE TO DELETE"]
     rows = [
         [
-            str(worker["id"]),
-            str(worker["state"]),
-            _count(worker.get("inflight")),
-            f"{ago(worker.get('last_heartbeat_s_ago'))} ago"
-            if worker.get("last_heartbeat_s_ago") is not None
-            else "-",
-            _count(worker.get("requests_sent")),
-            _yes_no(worker.get("safe_to_delete")),
+            worker.id,
+            worker.state,
+            _count(worker.inflight),
+            "-"
+            if worker.last_heartbeat_s_ago is None
+            else f"{ago(worker.last_heartbeat_s_ago)} ago",
+            _count(worker.requests_sent),
+            _yes_no(worker.safe_to_delete),
         ]
         for worker in workers
     ]
-    if any(worker.get("departure_reason") for worker in workers):
+    if any(worker.departure_reason for worker in workers):
         headers.append("REASON")
         for row, worker in zip(rows, workers, strict=True):
-            row.append(str(worker.get("departure_reason") or ""))
+            row.append(worker.departure_reason or "")
     return table(headers, rows, right=(2, 4))
 
 
@@ -133,26 +133,26 @@ def worker_states(counts: Mapping[str, int]) -> str:
     return ", ".join(listed) or "none"
 
 
-def _load_summary(load: Mapping[str, Any] | None) -> str:
+def _load_summary(load: Load | None) -> str:
     if load is None:
         return "no load report yet"
     return (
-        f"running {load['running']} of {load['max_running']}, waiting {load['waiting']}, "
-        f"token usage {float(load['token_usage']):.0%}, step {load['step']}"
+        f"running {load.running} of {load.max_running}, waiting {load.waiting}, "
+        f"token usage {load.token_usage:.0%}, step {load.step}"
     )
 
 
-def _operations_table(operations: Sequence[Mapping[str, Any]], now: float) -> str:
+def _operations_table(operations: Sequence[Operation], now: float) -> str:
     rows = [
         [
-            str(op.get("seq", "-")),
-            str(op["action"]),
-            str(op.get("mode") or "-"),
-            "complete" if op["complete"] else "TIMED OUT",
-            elapsed(op.get("elapsed_s")),
-            clock(op.get("finished_at"), now),
-            names(op.get("acked"), ACKED_SHOWN),
-            names(op.get("stragglers")),
+            _count(op.seq),
+            op.action,
+            op.mode or "-",
+            "complete" if op.complete else "TIMED OUT",
+            elapsed(op.elapsed_s),
+            clock(op.finished_at, now),
+            names(op.acked, ACKED_SHOWN),
+            names(op.stragglers),
         ]
         for op in operations
     ]
@@ -160,65 +160,70 @@ def _operations_table(operations: Sequence[Mapping[str, Any]], now: float) -> st
     return table(headers, rows, right=(0, 4))
 
 
-def status_text(status: Mapping[str, Any], now: float) -> str:
+def status_text(status: Status, now: float) -> str:
     """Pause state, engine, workers by state, versions, then the recent operations."""
-    since = status.get("pause_state_since")
+    since = status.pause_state_since
     when = f"since {clock(since, now)} ({ago(now - since)} ago)" if since else ""
-    engine = status.get("engine") or {}
-    live = engine.get("live")
-    engine_line = "live" if live else "NOT CONNECTED"
-    if live or engine.get("load") is not None:
-        engine_line += f"; {_load_summary(engine.get('load'))}"
+    engine = status.engine
+    engine_line = "live" if engine.live else "NOT CONNECTED"
+    if engine.live or engine.load is not None:
+        engine_line += f"; {_load_summary(engine.load)}"
     pairs = [
-        ("paused", f"{'YES' if status['paused'] else 'no'}, {when}".rstrip(", ")),
-        ("mode", str(status.get("pause_mode") or "-")),
+        ("paused", f"{'YES' if status.paused else 'no'}, {when}".rstrip(", ")),
+        ("mode", status.pause_mode or "-"),
         ("engine", engine_line),
-        ("workers", worker_states(status.get("workers") or {})),
+        ("workers", worker_states(status.workers)),
     ]
-    versions = status.get("versions") or {}
-    if versions:
-        pairs.append(("versions", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))))
-    router = status.get("router") or {}
-    if router:
-        pairs.append(("router", f"pid {router.get('pid', '-')}, up {ago(router.get('uptime_s'))}"))
-    operations = status.get("recent_operations") or []
-    if not operations:
+    if status.versions:
+        listed = ", ".join(f"{k} {v}" for k, v in sorted(status.versions.items()))
+        pairs.append(("versions", listed))
+    if status.router is not None:
+        router = status.router
+        pairs.append(("router", f"pid {_count(router.pid)}, up {ago(router.uptime_s)}"))
+    if not status.recent_operations:
         return key_values(pairs) + "\n\nrecent operations: none"
     return (
         key_values(pairs)
         + "\n\nrecent operations (newest last)\n"
-        + _operations_table(operations, now)
+        + _operations_table(status.recent_operations, now)
     )
 
 
-def operation_text(op: Mapping[str, Any]) -> str:
+def operation_text(op: Operation) -> str:
     """A pause or continue outcome: the result line, then who acknowledged and who not."""
-    action = str(op["action"])
-    if op.get("mode"):
-        action += f" ({op['mode']})"
-    if op["complete"]:
-        result = f"complete in {elapsed(op.get('elapsed_s'))}"
+    action = op.action
+    if op.mode:
+        action += f" ({op.mode})"
+    if op.complete:
+        result = f"complete in {elapsed(op.elapsed_s)}"
     else:
-        result = f"TIMED OUT after {elapsed(op.get('elapsed_s'))}"
+        result = f"TIMED OUT after {elapsed(op.elapsed_s)}"
     pairs = [
-        ("acked", names(op.get("acked"))),
-        ("stragglers", names(op.get("stragglers"))),
-        ("departed", names(op.get("departed"))),
+        ("acked", names(op.acked)),
+        ("stragglers", names(op.stragglers)),
+        ("departed", names(op.departed)),
     ]
-    seq = f" (seq {op['seq']})" if op.get("seq") is not None else ""
+    seq = f" (seq {op.seq})" if op.seq is not None else ""
     return f"{action}: {result}{seq}\n" + key_values(pairs)
 
 
-def load_text(load: Mapping[str, Any] | None) -> str:
+def load_text(load: Load | None) -> str:
     """The engine's latest load snapshot, or a line saying there is none yet."""
     if load is None:
         return "the engine has not reported its load yet"
     return key_values(
         [
-            ("running", f"{load['running']} of {load['max_running']}"),
-            ("waiting", str(load["waiting"])),
-            ("token usage", f"{float(load['token_usage']):.1%}"),
-            ("step", str(load["step"])),
-            ("reported", f"{ago(load.get('age_s'))} ago"),
+            ("running", f"{load.running} of {load.max_running}"),
+            ("waiting", str(load.waiting)),
+            ("token usage", f"{load.token_usage:.1%}"),
+            ("step", str(load.step)),
+            ("reported", f"{ago(load.age_s)} ago"),
         ]
+    )
+
+
+def freeze_gc_text(result: FreezeGcResult) -> str:
+    """Who froze its garbage collector, and who was asked to."""
+    return key_values(
+        [("frozen", names(result.frozen)), ("forwarded to", names(result.forwarded_to))]
     )

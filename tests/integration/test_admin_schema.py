@@ -65,6 +65,7 @@ GENERATED = (
     ("GET", "/api/status"),
     ("GET", "/api/load"),
     ("GET", "/api/whoami"),
+    ("GET", "/api/commands"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),

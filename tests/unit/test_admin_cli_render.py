@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from switchboard.admin_cli import render
+from switchboard.admin_cli.answers import Load, Operation, Status, Worker, decode
+from switchboard.admin_cli.errors import UnexpectedAnswer
 
 NOW = time.mktime((2026, 3, 4, 12, 0, 0, 0, 0, -1))
 
@@ -74,6 +76,26 @@ def status(**fields: Any) -> dict[str, Any]:
         "router": {"pid": 99, "uptime_s": 3725.0},
     }
     return {**base, **fields}
+
+
+def workers_text(*items: dict[str, Any]) -> str:
+    """``switchboard workers``' table of API workers."""
+    return render.workers_table([decode(Worker, item) for item in items])
+
+
+def status_text(body: dict[str, Any]) -> str:
+    """``switchboard status``' text of an API status, at NOW."""
+    return render.status_text(decode(Status, body), NOW)
+
+
+def operation_text(body: dict[str, Any]) -> str:
+    """``switchboard pause``' text of an API operation."""
+    return render.operation_text(decode(Operation, body))
+
+
+def load_text(body: dict[str, Any] | None) -> str:
+    """``switchboard load``' text of an API load (or none)."""
+    return render.load_text(None if body is None else decode(Load, body))
 
 
 class TestTable:
@@ -147,8 +169,8 @@ class TestWorkersTable:
 
     def test_columns(self) -> None:
         """Each worker is one row under the six headers."""
-        lines = render.workers_table(
-            [worker(), worker("w1", state="drained", inflight=0, safe_to_delete=True)]
+        lines = workers_text(
+            worker(), worker("w1", state="drained", inflight=0, safe_to_delete=True)
         ).splitlines()
         assert lines[0].split() == [
             "ID", "STATE", "INFLIGHT", "LAST", "HEARTBEAT", "REQUESTS", "SAFE", "TO", "DELETE",
@@ -158,22 +180,22 @@ class TestWorkersTable:
 
     def test_numbers_flush_right(self) -> None:
         """In-flight counts end in the same column."""
-        lines = render.workers_table([worker(inflight=5), worker("w1", inflight=1234)])
+        lines = workers_text(worker(inflight=5), worker("w1", inflight=1234))
         rows = lines.splitlines()
         assert rows[1].index("5") + 1 == rows[2].index("1234") + 4
 
     def test_reason_only_when_departed(self) -> None:
         """A REASON column appears when a dead worker says why it left."""
-        assert "REASON" not in render.workers_table([worker()])
-        text = render.workers_table(
-            [worker(), worker("w9", state="dead", departure_reason="heartbeat timeout")]
+        assert "REASON" not in workers_text(worker())
+        text = workers_text(
+            worker(), worker("w9", state="dead", departure_reason="heartbeat timeout")
         )
         assert text.splitlines()[0].endswith("REASON")
         assert text.splitlines()[2].endswith("heartbeat timeout")
 
     def test_missing_heartbeat(self) -> None:
         """A worker without a heartbeat age shows a dash."""
-        row = render.workers_table([worker(last_heartbeat_s_ago=None)]).splitlines()[1]
+        row = workers_text(worker(last_heartbeat_s_ago=None)).splitlines()[1]
         assert row.split() == ["w0", "serving", "3", "-", "120", "no"]
 
     def test_empty(self) -> None:
@@ -181,9 +203,10 @@ class TestWorkersTable:
         assert render.workers_table([]) == "no workers"
 
     def test_missing_id_raises(self) -> None:
-        """A worker without an id is not a worker: KeyError, reported by the command."""
-        with pytest.raises(KeyError):
-            render.workers_table([{"state": "serving"}])
+        """A worker without an id is not a worker: an unexpected answer, reported by the
+        command."""
+        with pytest.raises(UnexpectedAnswer):
+            workers_text({"state": "serving"})
 
 
 class TestStatusText:
@@ -191,7 +214,7 @@ class TestStatusText:
 
     def test_running_stack(self) -> None:
         """Not paused: since when, engine load, workers by state in lifecycle order."""
-        text = render.status_text(status(), NOW)
+        text = status_text(status())
         lines = text.splitlines()
         assert lines[0] == "paused    no, since 11:58:55 (1m05s ago)"
         assert lines[1] == "mode      -"
@@ -217,9 +240,7 @@ class TestStatusText:
                 elapsed_s=2.0,
             ),
         ]
-        text = render.status_text(
-            status(paused=True, pause_mode="in_place", recent_operations=ops), NOW
-        )
+        text = status_text(status(paused=True, pause_mode="in_place", recent_operations=ops))
         lines = text.splitlines()
         assert lines[0].startswith("paused    YES, since")
         assert lines[1] == "mode      in_place"
@@ -238,31 +259,31 @@ class TestStatusText:
     def test_many_acks_counted(self) -> None:
         """Dozens of acknowledgements do not make a row wrap."""
         acked = [f"w{i}" for i in range(12)]
-        text = render.status_text(status(recent_operations=[operation(acked=acked)]), NOW)
+        text = status_text(status(recent_operations=[operation(acked=acked)]))
         assert "w0, w1, w2, w3, +8 more" in text
 
     def test_engine_down(self) -> None:
         """An engine that is not live says so, loudly."""
-        text = render.status_text(status(engine={"live": False, "load": None}), NOW)
+        text = status_text(status(engine={"live": False, "load": None}))
         assert "engine    NOT CONNECTED" in text.splitlines()
 
     def test_engine_live_without_load(self) -> None:
         """Live but no report yet."""
-        text = render.status_text(status(engine={"live": True, "load": None}), NOW)
+        text = status_text(status(engine={"live": True, "load": None}))
         assert "engine    live; no load report yet" in text.splitlines()
 
     def test_optional_sections(self) -> None:
         """Without versions or router facts, those lines are left out."""
         minimal = {"paused": False}
-        text = render.status_text(minimal, NOW)
+        text = status_text(minimal)
         assert text.splitlines()[0] == "paused   no"
         assert "versions" not in text
         assert "workers  none" in text.splitlines()
 
     def test_paused_is_required(self) -> None:
         """An answer without ``paused`` is not a status."""
-        with pytest.raises(KeyError):
-            render.status_text({}, NOW)
+        with pytest.raises(UnexpectedAnswer):
+            status_text({})
 
 
 class TestOperationText:
@@ -270,7 +291,7 @@ class TestOperationText:
 
     def test_complete(self) -> None:
         """A complete pause names its mode and everyone who acknowledged."""
-        assert render.operation_text(operation()).splitlines() == [
+        assert operation_text(operation()).splitlines() == [
             "pause (in_place): complete in 0.012s (seq 7)",
             "acked       engine, w0, w1",
             "stragglers  -",
@@ -279,7 +300,7 @@ class TestOperationText:
 
     def test_timed_out(self) -> None:
         """A timed-out continue names the stragglers and who left meanwhile."""
-        text = render.operation_text(
+        text = operation_text(
             operation(
                 action="continue",
                 mode=None,
@@ -303,7 +324,7 @@ class TestLoadText:
 
     def test_snapshot(self) -> None:
         """Every load field, usage as a percentage, with the report's age."""
-        assert render.load_text(LOAD).splitlines() == [
+        assert load_text(LOAD).splitlines() == [
             "running      3 of 256",
             "waiting      1",
             "token usage  12.5%",
@@ -313,4 +334,4 @@ class TestLoadText:
 
     def test_none_yet(self) -> None:
         """No report yet is a sentence."""
-        assert render.load_text(None) == "the engine has not reported its load yet"
+        assert load_text(None) == "the engine has not reported its load yet"

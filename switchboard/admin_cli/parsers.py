@@ -1,0 +1,124 @@
+"""The operator commands' command line: one subcommand per catalogue entry with a CLI
+name, its arguments as options, and the connection flags every command takes.
+
+Costs only argparse and the catalogue (plain data) to import: every ``switchboard``
+process builds the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, Final
+
+from app.catalogue import (
+    COMMANDS,
+    DEFAULT_BARRIER_TIMEOUT_S,
+    TIMEOUT,
+    Argument,
+    Command,
+    by_cli_name,
+)
+
+__all__ = [
+    "BARRIER_GRACE_S",
+    "CLI_COMMANDS",
+    "COMMAND_NAMES",
+    "DEFAULT_BARRIER_TIMEOUT_S",
+    "DEFAULT_HTTP_TIMEOUT_S",
+    "DEFAULT_URL",
+    "EPILOG",
+    "add_parsers",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8001"
+#: The HTTP timeout when none is given (a barrier's: :data:`DEFAULT_BARRIER_TIMEOUT_S`).
+DEFAULT_HTTP_TIMEOUT_S = 10.0
+#: How much longer than its barrier's timeout a pause or continue waits for the answer.
+BARRIER_GRACE_S = 10.0
+
+#: ``{CLI name: catalogue entry}`` of every operator command, in the order help lists them.
+CLI_COMMANDS: Final[dict[str, Command]] = by_cli_name()
+#: The subcommands :func:`add_parsers` adds and :func:`run` runs.
+COMMAND_NAMES: Final = frozenset(CLI_COMMANDS)
+
+EPILOG = f"""\
+environment:
+  SWITCHBOARD_ADMIN_URL    the admin app, when --url is not given
+                           (default {DEFAULT_URL})
+  SWITCHBOARD_ADMIN_TOKEN  the bearer token, when --token is not given; prefer it to
+                           --token, which other users can read in the process list
+
+exit status:
+  0  success
+  1  the operation failed or timed out: a 504 barrier answer (stragglers named), an
+     unknown worker (404), a conflict (409), any other error answer
+  2  usage error: a bad flag, URL or token
+  3  the admin app is unreachable, or it refused the token (401, 403)
+"""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url", help=f"the admin app (env SWITCHBOARD_ADMIN_URL; default {DEFAULT_URL})"
+    )
+    parser.add_argument("--token", help="bearer token (env SWITCHBOARD_ADMIN_TOKEN; never printed)")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON answer")
+
+
+def _add_argument(parser: argparse.ArgumentParser, argument: Argument) -> None:
+    """``argument`` of the catalogue as an option (or a positional) of ``parser``."""
+    if argument.cli_flag is None:
+        parser.add_argument(argument.name, metavar=argument.metavar, help=argument.summary)
+    elif argument is TIMEOUT:
+        help_text = (
+            f"{argument.summary} (default {DEFAULT_BARRIER_TIMEOUT_S:g}; the HTTP wait is "
+            f"{BARRIER_GRACE_S:g} s longer)"
+        )
+        parser.add_argument(
+            argument.cli_flag, dest="timeout", type=_seconds, metavar="S", help=help_text
+        )
+    else:
+        parser.add_argument(
+            argument.cli_flag,
+            choices=argument.choices or None,
+            default=argument.default,
+            help=f"{argument.summary} (default {argument.default})",
+        )
+
+
+def add_parsers(sub: Any) -> None:
+    """Add the operator commands to ``sub`` (an argparse subparsers action): one per
+    catalogue entry with a CLI command, with its arguments."""
+    for entry in COMMANDS:
+        if entry.cli is None:
+            continue
+        help_text = entry.cli.help
+        parser: argparse.ArgumentParser = sub.add_parser(
+            entry.cli.name,
+            help=help_text,
+            description=f"{help_text[0].upper()}{help_text[1:]}, through the admin app.",
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _add_connection(parser)
+        if TIMEOUT not in entry.arguments:
+            parser.add_argument(
+                "--timeout",
+                type=_seconds,
+                metavar="S",
+                help=f"HTTP timeout in seconds (default {DEFAULT_HTTP_TIMEOUT_S:g})",
+            )
+        # The barrier's timeout first, where the HTTP timeout stands for other commands.
+        for argument in sorted(entry.arguments, key=lambda each: each is not TIMEOUT):
+            _add_argument(parser, argument)

@@ -1,0 +1,300 @@
+"""The command catalogue: every entry has its route, its CLI command and its console action
+where it says so, and nothing is served or offered outside it."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+import httpx
+import msgspec
+import pytest
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
+from app import models, routers
+from app.audit import audit
+from app.catalogue import (
+    COMMANDS,
+    PAUSE_MODES,
+    WORKER_ID,
+    Command,
+    ConsoleScope,
+    by_cli_name,
+    command,
+)
+from app.main import create_app
+from app.settings import STATIC_DIR, AdminSettings
+from app.views import commands_of
+from switchboard.admin_cli import CLI_COMMANDS, COMMAND_NAMES, add_parsers, answers
+from switchboard.admin_cli.commands import COMMANDS as CLI_HANDLERS
+from switchboard.admin_cli.commands import execute
+
+REPO = Path(__file__).resolve().parents[2]
+#: Routes that are no command: the console's page and the unauthenticated probes.
+OPEN_ROUTES = {("GET", "/"), ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+OPERATOR, VIEWER = "op-token-1", "view-token-1"
+
+
+def served() -> dict[tuple[str, str], APIRoute]:
+    """Every (method, path) the admin app's routers serve."""
+    found: dict[tuple[str, str], APIRoute] = {}
+    for name in routers.__all__:
+        for route in getattr(routers, name).router.routes:
+            assert isinstance(route, APIRoute)
+            for method in route.methods:
+                found[(method, route.path)] = route
+    return found
+
+
+def catalogued() -> set[tuple[str, str]]:
+    return {(entry.method, path) for entry in COMMANDS for path in entry.paths}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The admin app, its router absent (reads answer 503), an operator and a viewer token."""
+    nowhere = tmp_path_factory.mktemp("catalogue") / "router-control"
+    settings = AdminSettings(
+        control_endpoint=f"ipc://{nowhere}",
+        control_timeout_s=0.2,
+        operator_tokens=f"ops:{OPERATOR}",  # type: ignore[arg-type]
+        viewer_tokens=f"viewer:{VIEWER}",  # type: ignore[arg-type]
+    )
+    with TestClient(create_app(settings)) as running:
+        yield running
+
+
+def sample_path(path: str) -> str:
+    return path.replace("{worker_id}", "w0")
+
+
+class TestEntries:
+    """The catalogue is coherent by itself."""
+
+    def test_names_and_paths_are_unique(self) -> None:
+        """No two entries share a name, a CLI name or a (method, path)."""
+        names = [entry.name for entry in COMMANDS]
+        routes = [(entry.method, path) for entry in COMMANDS for path in entry.paths]
+        cli = [entry.cli.name for entry in COMMANDS if entry.cli is not None]
+        assert len(set(names)) == len(names)
+        assert len(set(routes)) == len(routes)
+        assert len(set(cli)) == len(cli)
+
+    def test_mutations_are_audited_and_need_an_operator(self) -> None:
+        """Every POST is audited and operator-only; every GET is a viewer's read."""
+        for entry in COMMANDS:
+            assert entry.audited == (entry.method == "POST"), entry.name
+            assert entry.role == ("operator" if entry.audited else "viewer"), entry.name
+
+    def test_path_arguments_are_the_paths_parameters(self) -> None:
+        """Each ``{name}`` of a path is one path argument, and no path argument is absent."""
+        for entry in COMMANDS:
+            in_path = set(re.findall(r"\{(\w+)\}", entry.path))
+            arguments = {arg.name for arg in entry.arguments if arg.place == "path"}
+            assert in_path == arguments, entry.name
+
+    def test_pause_modes_and_defaults_are_the_models(self) -> None:
+        """The API's PauseMode and its request defaults are the catalogue's."""
+        assert get_args(models.PauseMode) == PAUSE_MODES
+        mode, timeout = command("pause").arguments
+        for body in (models.PauseRequest(), models.SglangPauseRequest()):
+            assert (body.mode, body.timeout_s) == (mode.default, timeout.default)
+        assert models.ContinueRequest().timeout_s == timeout.default
+
+    def test_console_actions_fit_their_scope(self) -> None:
+        """A worker action names the worker states it applies in; no other action does."""
+        states = set(get_args(models.WorkerState))
+        for entry in COMMANDS:
+            if entry.console is None:
+                continue
+            assert entry.console.scope in get_args(ConsoleScope)
+            if entry.console.scope == "worker":
+                assert WORKER_ID in entry.arguments
+                assert entry.console.states and set(entry.console.states) <= states
+            else:
+                assert entry.console.states == ()
+
+    def test_path_for_quotes_one_segment(self) -> None:
+        """A worker id with a slash or a space stays one path segment."""
+        assert command("drain").path_for(worker_id="a/b c") == "/api/workers/a%2Fb%20c/drain"
+
+    def test_unknown_name(self) -> None:
+        """A name the catalogue does not have is a KeyError."""
+        with pytest.raises(KeyError):
+            command("reboot")
+
+
+class TestRoutes:
+    """The admin routes are the catalogue's, each behind its entry's role."""
+
+    def test_every_entry_is_served(self) -> None:
+        """Each entry's method is served at its path and at each alias."""
+        assert catalogued() <= set(served())
+
+    def test_nothing_is_served_outside_the_catalogue(self) -> None:
+        """Every route but the page and the probes is a catalogue entry's."""
+        assert set(served()) - OPEN_ROUTES == catalogued()
+
+    @pytest.mark.parametrize("entry", COMMANDS, ids=[entry.name for entry in COMMANDS])
+    def test_route_checks_the_entrys_role(self, client: TestClient, entry: Command) -> None:
+        """No token is 401 everywhere; a viewer's token is 403 exactly where an operator's
+        is needed."""
+        for path in entry.paths:
+            url = sample_path(path)
+            assert client.request(entry.method, url).status_code == 401
+            as_viewer = client.request(entry.method, url, headers=bearer(VIEWER))
+            if entry.role == "operator":
+                assert as_viewer.status_code == 403, (path, as_viewer.text)
+            else:
+                assert as_viewer.status_code not in (401, 403), (path, as_viewer.text)
+
+    def test_commands_lists_the_catalogue(self, client: TestClient) -> None:
+        """``GET /api/commands`` answers every entry, as :func:`commands_of` describes it."""
+        answer = client.get("/api/commands", headers=bearer(VIEWER))
+        assert answer.status_code == 200
+        assert answer.json() == commands_of(COMMANDS).model_dump()
+        listed = {item["name"]: item for item in answer.json()["commands"]}
+        assert listed["freeze_gc"]["cli"] == "freeze-gc"
+        assert listed["drain"]["console"]["states"] == ["starting", "serving", "paused"]
+
+    def test_audit_names_the_command(self, caplog: pytest.LogCaptureFixture) -> None:
+        """An audit line's action is the entry's name; a read cannot be audited."""
+        with caplog.at_level(logging.INFO, logger="switchboard.audit"):
+            audit("alice", command("freeze_gc"), "all", "ok", "frozen=x")
+        assert "action=freeze_gc target=all result=ok" in caplog.text
+        with pytest.raises(ValueError):
+            audit("alice", command("status"), "all", "ok", "")
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+class TestCli:
+    """The CLI's subcommands are the catalogue's entries that have a CLI name."""
+
+    def parser(self) -> tuple[argparse.ArgumentParser, Any]:
+        parser = argparse.ArgumentParser(prog="switchboard")
+        sub = parser.add_subparsers(dest="command", required=True)
+        add_parsers(sub)
+        return parser, sub
+
+    def test_every_cli_entry_is_a_subcommand_and_nothing_else(self) -> None:
+        """add_parsers adds one subcommand per CLI entry, each with a handler, no more."""
+        _, sub = self.parser()
+        assert list(sub.choices) == list(by_cli_name()) == list(CLI_COMMANDS)
+        assert set(CLI_COMMANDS) == COMMAND_NAMES
+        assert set(CLI_HANDLERS) == {entry.name for entry in CLI_COMMANDS.values()}
+
+    def test_arguments_become_options(self) -> None:
+        """Body arguments are options, path arguments positionals, each with its default."""
+        parser, _ = self.parser()
+        pause = parser.parse_args(["pause", "--mode", "retract", "--timeout", "2"])
+        assert (pause.mode, pause.timeout) == ("retract", 2.0)
+        assert parser.parse_args(["pause"]).mode == "abort"
+        assert parser.parse_args(["drain", "w7"]).worker_id == "w7"
+        assert parser.parse_args(["freeze-gc"]).timeout is None
+
+    def test_freeze_gc(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``switchboard freeze-gc`` posts to the entry's path and prints who froze."""
+        seen: list[httpx.Request] = []
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            seen.append(request)
+            body = {"frozen": ["tokenizer_router"], "forwarded_to": ["engine"]}
+            return httpx.Response(200, json=body)
+
+        parser, _ = self.parser()
+        args = parser.parse_args(["freeze-gc", "--url", "http://admin.test", "--token", "t"])
+        assert execute(args, transport=httpx.MockTransport(answer)) == 0
+        assert [(r.method, r.url.path) for r in seen] == [("POST", "/api/freeze_gc")]
+        assert capsys.readouterr().out.splitlines() == [
+            "frozen        tokenizer_router",
+            "forwarded to  engine",
+        ]
+
+
+class TestConsole:
+    """The console offers each console action of the catalogue where its scope says."""
+
+    def test_each_scope_is_laid_out(self) -> None:
+        """actions.js lays out every scope; index.html has a control for each generation
+        command and each body argument it takes."""
+        script = (STATIC_DIR / "actions.js").read_text()
+        page = (STATIC_DIR / "index.html").read_text()
+        for scope in get_args(ConsoleScope):
+            assert f'scoped("{scope}")' in script, scope
+        for entry in COMMANDS:
+            if entry.console is None or entry.console.scope != "generation":
+                continue
+            assert f'data-command="{entry.name}"' in page, entry.name
+            for argument in entry.body_arguments():
+                assert f'data-argument="{argument.name}"' in page, argument.name
+
+    def test_modules_stay_small(self) -> None:
+        """Each console module is under 350 lines."""
+        sizes = {path.name: len(path.read_text().splitlines()) for path in STATIC_DIR.glob("*.js")}
+        assert sizes and max(sizes.values()) < 350, sizes
+
+
+class TestAnswers:
+    """The CLI's typed answers mirror the API's response models."""
+
+    @pytest.mark.parametrize("name", [n for n in answers.__all__ if n != "decode"])
+    def test_fields_are_the_models(self, name: str) -> None:
+        """Each struct's fields are fields of the same-named model in app.models."""
+        struct = getattr(answers, name)
+        model = getattr(models, name)
+        assert set(struct.__struct_fields__) <= set(model.model_fields), name
+
+    def test_a_real_status_decodes(self) -> None:
+        """A Status as the app builds it decodes into the CLI's Status."""
+        status = models.Status(
+            paused=True,
+            pause_mode="retract",
+            pause_state_since=1.0,
+            recent_operations=[],
+            engine=models.EngineInfo(live=False, load=None),
+            workers={"serving": 2},
+            versions=models.Versions(admin="1", router="1"),
+            router=models.RouterInfo(pid=3, uptime_s=4.0),
+        )
+        decoded = answers.decode(answers.Status, json.loads(status.model_dump_json()))
+        assert (decoded.paused, decoded.pause_mode, decoded.workers) == (
+            True,
+            "retract",
+            {"serving": 2},
+        )
+        assert decoded.router == answers.RouterInfo(pid=3, uptime_s=4.0)
+        assert msgspec.to_builtins(decoded.engine) == {"live": False, "load": None}
+
+
+class TestDocs:
+    """docs/operations.md lists every route and every CLI command of the catalogue."""
+
+    def test_operations_md(self) -> None:
+        """Each entry's method and path (a worker's id written ``{id}``), and each CLI
+        name, appear in the guide."""
+        text = (REPO / "docs" / "operations.md").read_text()
+        for entry in COMMANDS:
+            for path in entry.paths:
+                written = path.replace("{worker_id}", "{id}")
+                assert f"`{entry.method} {written}" in text, (entry.method, path)
+            if entry.cli is not None:
+                assert f"`switchboard {entry.cli.name}" in text, entry.cli.name
+
+
+@pytest.mark.parametrize(
+    "module", ["app.catalogue", "app.routers.binding", "switchboard.admin_cli.answers"]
+)
+def test_all_names_exist(module: str) -> None:
+    """Every name in the module's __all__ exists."""
+    imported = importlib.import_module(module)
+    assert [name for name in imported.__all__ if not hasattr(imported, name)] == []
