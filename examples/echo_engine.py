@@ -3,7 +3,7 @@
 It answers every GENERATE one token per step, echoing the prompt's token ids (at most
 ``--tokens`` of them, and at most ``max_new_tokens``), in BatchTokenIDOutput batches;
 answers every EMBED at once; applies and acknowledges every pause and continue; and
-publishes its load every ``--load-interval`` seconds. SIGTERM or SIGINT stops it.
+publishes its load every ``--load-interval-s`` seconds. SIGTERM or SIGINT stops it.
 
     python examples/echo_engine.py --run-dir /tmp/sb [--outputs-via router]
 """
@@ -136,9 +136,11 @@ class EchoEngine:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--run-dir", required=True, help="the stack's run directory")
-    parser.add_argument("--outputs-via", choices=("detokenizers", "router"), default="detokenizers")
+    parser.add_argument("--outputs-via", choices=("direct", "router"), default="direct")
     parser.add_argument("--tokens", type=int, default=4, help="tokens per request at most")
-    parser.add_argument("--load-interval", type=float, default=0.5, help="seconds")
+    parser.add_argument(
+        "--load-interval-s", "--load-interval", type=float, default=0.5, help="seconds"
+    )
     args = parser.parse_args()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -155,7 +157,7 @@ def main() -> None:
             engine.step()
             if time.monotonic() >= next_load:
                 engine.publish_load()
-                next_load = time.monotonic() + args.load_interval
+                next_load = time.monotonic() + args.load_interval_s
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 import zmq
 
 from router_core.counters import Counters
-from router_core.transport import DEFAULT_HWM, FrameLike, connect, send_frames
+from router_core.transport import DEFAULT_BACKLOG, DEFAULT_HWM, FrameLike, connect, send_frames
 
 __all__ = ["Destination", "DestinationSet"]
 
@@ -114,7 +114,7 @@ class DestinationSet:
         counters: Counters,
         *,
         hwm: int = DEFAULT_HWM,
-        backlog_limit: int = 1000,
+        backlog_limit: int = DEFAULT_BACKLOG,
     ) -> None:
         self._context = context
         self._counters = counters

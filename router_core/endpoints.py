@@ -7,12 +7,16 @@ reachable from another host unless an operator asks for a ``tcp://`` address on 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from types import MappingProxyType
+from typing import Final, Literal
 
 import msgspec
 
 __all__ = [
+    "OUTPUTS_VIA_ALIASES",
+    "OUTPUTS_VIA_CHOICES",
     "DetokenizerRouterEndpoints",
     "EndpointError",
     "EngineEndpoints",
@@ -20,6 +24,7 @@ __all__ = [
     "RouterEndpoints",
     "check_endpoint",
     "is_loopback_host",
+    "parse_outputs_via",
     "worker_address",
 ]
 
@@ -119,9 +124,29 @@ class DetokenizerRouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-#: Where an engine sends its outputs: the detokenizer router's ``inbound`` (the default
-#: design) or the tokenizer router's ``outputs`` (split straight to the owning workers).
-OutputsVia = Literal["detokenizers", "router"]
+#: Whether a process's outputs go through the tokenizer router (``router``: its
+#: ``outputs``, which splits them per worker) or not (``direct``: the engine's to the
+#: detokenizer router's ``inbound``, a detokenizer's straight to each owning worker).
+#: One vocabulary for ``switchboard engine``, ``detokenizer`` and ``up``.
+OutputsVia = Literal["direct", "router"]
+OUTPUTS_VIA_CHOICES: Final[tuple[OutputsVia, ...]] = ("direct", "router")
+#: Old spellings, still accepted: the engine's ``detokenizers``, the detokenizer's and
+#: ``up``'s ``workers``.
+OUTPUTS_VIA_ALIASES: Final[Mapping[str, OutputsVia]] = MappingProxyType(
+    {"detokenizers": "direct", "workers": "direct"}
+)
+
+
+def parse_outputs_via(value: str) -> OutputsVia:
+    """``value`` as an :data:`OutputsVia`, an old spelling mapped; ValueError if unknown."""
+    spellings: dict[str, OutputsVia] = {choice: choice for choice in OUTPUTS_VIA_CHOICES}
+    found = spellings.get(value) or OUTPUTS_VIA_ALIASES.get(value)
+    if found is None:
+        raise ValueError(
+            "outputs_via must be 'direct' or 'router' (old: 'detokenizers', 'workers'), "
+            f"not {value!r}"
+        )
+    return found
 
 
 class EngineEndpoints(msgspec.Struct, frozen=True, kw_only=True):
@@ -138,14 +163,16 @@ class EngineEndpoints(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def in_run_dir(
-        cls, run_dir: str | Path, outputs_via: OutputsVia = "detokenizers"
+        cls, run_dir: str | Path, outputs_via: OutputsVia | Literal["detokenizers"] = "direct"
     ) -> EngineEndpoints:
-        """The default layout, matching the routers' ``in_run_dir`` in ``run_dir``."""
+        """The default layout, matching the routers' ``in_run_dir`` in ``run_dir``.
+
+        ``outputs_via`` is ``direct`` (outputs to the detokenizer router) or ``router``
+        (to the tokenizer router's ``outputs``); the old ``detokenizers`` means ``direct``.
+        """
         router = RouterEndpoints.in_run_dir(run_dir)
-        if outputs_via == "detokenizers":
-            outputs = DetokenizerRouterEndpoints.in_run_dir(run_dir, 0).inbound
-        elif outputs_via == "router":
+        if parse_outputs_via(outputs_via) == "router":
             outputs = router.outputs
         else:
-            raise ValueError(f"outputs_via must be 'detokenizers' or 'router', not {outputs_via!r}")
+            outputs = DetokenizerRouterEndpoints.in_run_dir(run_dir, 0).inbound
         return cls(inbound=router.engine, events=router.engine_events, outputs=outputs)

@@ -19,8 +19,10 @@ import zmq
 
 from router_core.endpoints import check_endpoint
 from router_core.fastpath import as_zmq_error, native
+from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 
 __all__ = [
+    "DEFAULT_BACKLOG",
     "DEFAULT_HWM",
     "MAX_FRAMES",
     "FrameLike",
@@ -32,8 +34,6 @@ __all__ = [
     "send_frames",
 ]
 
-#: High-water mark for every socket Switchboard creates: finite, so memory is bounded.
-DEFAULT_HWM: Final = 10_000
 
 #: More frames than this in one message is malformed (a batch row per request, and no
 #: engine batches more than this many requests in one step).

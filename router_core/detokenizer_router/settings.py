@@ -1,4 +1,8 @@
-"""How a detokenizer router runs: its endpoints, stickiness and queue limits."""
+"""How a detokenizer router runs: its endpoints, stickiness and queue limits.
+
+The flagged fields are the ``switchboard detok-router`` flags
+(:mod:`router_core.settings_fields`): their defaults and help are written here only.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ from dataclasses import dataclass
 
 from router_core.detokenizer_router.picker import StickyKey
 from router_core.endpoints import DetokenizerRouterEndpoints
-from router_core.transport import DEFAULT_HWM
+from router_core.settings_fields import flagged
+from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 
 __all__ = ["DetokenizerRouterSettings"]
 
@@ -16,9 +21,14 @@ class DetokenizerRouterSettings:
     """How a detokenizer router runs."""
 
     endpoints: DetokenizerRouterEndpoints
-    sticky_key: StickyKey = "worker"
+    # flagged() is dataclasses.field() with metadata: the default is the string below.
+    sticky_key: StickyKey = flagged(  # noqa: RUF009
+        "worker",
+        help="worker: each worker to the least-used detokenizer when first seen; "
+        "worker-crc32: crc32(worker address) % M, as the seed; request: crc32(rid) % M",
+    )
     hwm: int = DEFAULT_HWM
-    backlog_limit: int = 1000
+    backlog_limit: int = DEFAULT_BACKLOG
     drain_timeout_s: float = 2.0
     allow_remote: bool = False
 

@@ -38,7 +38,14 @@ from router_core.endpoints import EngineEndpoints, check_endpoint
 from router_core.engine_link.inputs import EngineInput, Request, read_input
 from router_core.engine_link.traces import RequestSpans
 from router_core.inbound import BUDGET, drain, regroup
-from router_core.transport import DEFAULT_HWM, MAX_FRAMES, FrameLike, bind, close_bound
+from router_core.transport import (
+    DEFAULT_BACKLOG,
+    DEFAULT_HWM,
+    MAX_FRAMES,
+    FrameLike,
+    bind,
+    close_bound,
+)
 from router_core.wire import (
     Header,
     Kind,
@@ -80,7 +87,7 @@ class EngineLink:
         *,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         hwm: int = DEFAULT_HWM,
-        backlog_limit: int = 1000,
+        backlog_limit: int = DEFAULT_BACKLOG,
         budget: int = BUDGET,
         allow_remote: bool = False,
     ) -> None:

@@ -1,11 +1,16 @@
-"""How a tokenizer router runs: its endpoints, liveness, barrier and queue limits."""
+"""How a tokenizer router runs: its endpoints, liveness, barrier and queue limits.
+
+The flagged fields are the ``switchboard router`` flags (:mod:`router_core.settings_fields`):
+their defaults, bounds and help are written here only.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from router_core.endpoints import RouterEndpoints
-from router_core.transport import DEFAULT_HWM
+from router_core.settings_fields import flagged
+from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 
 __all__ = ["RouterSettings"]
 
@@ -15,12 +20,34 @@ class RouterSettings:
     """How a tokenizer router runs; every duration in seconds."""
 
     endpoints: RouterEndpoints
-    heartbeat_interval_s: float = 1.0
-    heartbeat_timeout_s: float = 5.0
-    barrier_timeout_s: float = 5.0
-    engine_timeout_s: float = 10.0
+    heartbeat_interval_s: float = flagged(
+        1.0,
+        help="how often a worker should send a heartbeat (told at registration)",
+        aliases=("--heartbeat-interval",),
+        bound="positive",
+    )
+    heartbeat_timeout_s: float = flagged(
+        5.0,
+        help="a worker silent this long is dead; must exceed the heartbeat interval",
+        aliases=("--heartbeat-timeout",),
+        bound="positive",
+    )
+    barrier_timeout_s: float = flagged(
+        5.0,
+        help="how long a pause or continue waits for every acknowledgement, when the "
+        "command gives no timeout_s",
+        aliases=("--barrier-timeout",),
+        bound="positive",
+    )
+    engine_timeout_s: float = flagged(
+        10.0,
+        help="the engine counts as live (a barrier participant) this long after its last "
+        "acknowledgement or load report",
+        aliases=("--engine-timeout",),
+        bound="positive",
+    )
     hwm: int = DEFAULT_HWM
-    backlog_limit: int = 1000
+    backlog_limit: int = DEFAULT_BACKLOG
     drain_timeout_s: float = 2.0
     allow_remote: bool = False
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from router_core.endpoints import RouterEndpoints, check_endpoint, worker_address
-from router_core.transport import DEFAULT_HWM
+from router_core.limits import DEFAULT_HWM
 
 __all__ = ["WorkerLinkSettings"]
 

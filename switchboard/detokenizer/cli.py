@@ -1,7 +1,7 @@
-"""``switchboard detokenizer``: its arguments and how they become a :class:`Detokenizer`.
+"""``switchboard detokenizer``: its flags, and how they become a running :class:`Detokenizer`.
 
-:mod:`switchboard.cli` calls :func:`add_parser` and :func:`build`; everything specific
-to the detokenizer lives here.
+Its settings flags come from :class:`~switchboard.detokenizer.settings.DetokenizerSettings`;
+everything specific to the detokenizer's command line lives here.
 """
 
 from __future__ import annotations
@@ -10,91 +10,73 @@ import argparse
 from typing import Any
 
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
-from switchboard.cli import (
+from switchboard.cli.flags import add_settings_flags, settings_values
+from switchboard.cli.support import (
     UsageError,
-    _endpoint,
-    _positive_float,
-    _positive_int,
-    _run_dir,
+    add_common_flags,
+    add_outputs_via_flag,
+    checked_endpoint,
+    positive_int,
+    run_dir,
+    serve,
 )
 from switchboard.detokenizer.process import Detokenizer
 from switchboard.detokenizer.settings import DetokenizerSettings
 from switchboard.text import TokenizerLoadError, load_tokenizer
 
-__all__ = ["add_parser", "build"]
+__all__ = ["add_parser", "build", "run"]
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def add_parser(sub: Any, add_common: Any) -> None:
+def add_parser(sub: Any) -> None:
     """Add the ``detokenizer`` subcommand to ``sub`` (an argparse subparsers action)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "detokenizer", help="run one detokenizer (token ids -> text)"
     )
-    add_common(parser)
-    parser.add_argument("--index", type=_non_negative_int, default=0, help="this one's index j")
-    parser.add_argument("--count", type=_positive_int, default=1, help="how many (M)")
+    add_common_flags(parser)
+    parser.add_argument("--count", type=positive_int, default=1, help="how many (M; default 1)")
     parser.add_argument("--endpoint", help="PULL bound for token batches (default: run dir)")
-    parser.add_argument(
-        "--outputs-via",
-        choices=("workers", "router"),
-        default="workers",
-        help="send text straight to the workers, or through the tokenizer router",
+    add_outputs_via_flag(
+        parser, "direct: send text straight to the workers; router: through the tokenizer router"
     )
     parser.add_argument("--outputs-endpoint", help="the router's outputs (default: run dir)")
     parser.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
-    parser.add_argument(
-        "--holdback-chars",
-        type=_non_negative_int,
-        default=32,
-        help="characters held back per request so a stop string spanning steps is trimmed",
-    )
-    parser.add_argument(
-        "--state-ttl", type=_positive_float, default=600.0, help="forget idle requests (s)"
-    )
-    parser.add_argument(
-        "--max-states", type=_positive_int, default=100_000, help="open requests kept at most"
-    )
+    add_settings_flags(parser, DetokenizerSettings)
 
 
 def build(args: argparse.Namespace) -> Detokenizer:
     """The detokenizer ``args`` describe; :class:`UsageError` for a bad setting."""
-    run_dir = _run_dir(args)
-    remote = args.allow_remote
+    directory = run_dir(args)
+    remote: bool = args.allow_remote
     if args.index >= args.count:
         raise UsageError(f"--index {args.index} must be below --count {args.count}")
     default = None
-    if run_dir:
-        default = DetokenizerRouterEndpoints.in_run_dir(run_dir, args.count).detokenizers[
-            args.index
-        ]
-    if args.endpoint is None and default is None:
-        raise UsageError("--endpoint is required without --run-dir")
-    endpoint = _endpoint(args.endpoint, default, "", remote)
+    if directory:
+        layout = DetokenizerRouterEndpoints.in_run_dir(directory, args.count)
+        default = layout.detokenizers[args.index]
+    endpoint = checked_endpoint(args.endpoint, default, "--endpoint", allow_remote=remote)
     router_outputs = None
     if args.outputs_via == "router":
-        outputs = RouterEndpoints.in_run_dir(run_dir).outputs if run_dir else None
-        router_outputs = _endpoint(args.outputs_endpoint, outputs, "outputs", remote)
+        outputs = RouterEndpoints.in_run_dir(directory).outputs if directory else None
+        router_outputs = checked_endpoint(
+            args.outputs_endpoint, outputs, "--outputs-endpoint", allow_remote=remote
+        )
     try:
         tokenizer = load_tokenizer(args.tokenizer)
         settings = DetokenizerSettings(
             endpoint=endpoint,
-            index=args.index,
-            outputs_to=args.outputs_via,
+            outputs_to="router" if args.outputs_via == "router" else "workers",
             router_outputs=router_outputs,
             tokenizer=tokenizer,
             hwm=args.hwm,
             backlog_limit=args.backlog,
             allow_remote=remote,
-            holdback_chars=args.holdback_chars,
-            state_ttl_s=args.state_ttl,
-            max_states=args.max_states,
+            **settings_values(args, DetokenizerSettings),
         )
     except (TokenizerLoadError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     return Detokenizer(settings)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the detokenizer until SIGTERM (it sets up its own tracing)."""
+    return serve(build(args), args)

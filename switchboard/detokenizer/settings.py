@@ -1,16 +1,22 @@
-"""How one detokenizer runs: its endpoint, where its text goes, and its limits."""
+"""How one detokenizer runs: its endpoint, where its text goes, and its limits.
+
+The flagged fields are ``switchboard detokenizer`` flags (:mod:`router_core.settings_fields`):
+their defaults, bounds and help are written here only.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from router_core.transport import DEFAULT_HWM
+from router_core.settings_fields import flagged
+from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 from switchboard.text import Tokenizer
 
 __all__ = ["DetokenizerSettings", "OutputsTo"]
 
-#: Where text batches go: straight to each owning worker, or through the tokenizer router.
+#: Where text batches go: straight to each owning worker, or through the tokenizer router
+#: (``--outputs-via direct`` and ``--outputs-via router``).
 OutputsTo = Literal["workers", "router"]
 
 
@@ -21,19 +27,28 @@ class DetokenizerSettings:
     #: The PULL this detokenizer binds (the detokenizer router's ``detokenizers[j]``).
     endpoint: str
     #: This detokenizer's index j (names it in traces: ``detokenizer-<j>``).
-    index: int = 0
+    index: int = flagged(0, help="this detokenizer's index j, below --count", bound="non_negative")
     outputs_to: OutputsTo = "workers"
     #: The tokenizer router's ``outputs``; required when ``outputs_to == "router"``.
     router_outputs: str | None = None
     #: A loaded tokenizer; None loads the built-in default in :meth:`Detokenizer.run`.
     tokenizer: Tokenizer | None = None
     hwm: int = DEFAULT_HWM
-    backlog_limit: int = 1000
+    backlog_limit: int = DEFAULT_BACKLOG
     drain_timeout_s: float = 2.0
     allow_remote: bool = False
-    holdback_chars: int = 32
-    state_ttl_s: float = 600.0
-    max_states: int = 100_000
+    holdback_chars: int = flagged(
+        32,
+        help="characters held back per request so a stop string spanning steps is trimmed",
+        bound="non_negative",
+    )
+    state_ttl_s: float = flagged(
+        600.0,
+        help="seconds after which an idle request's state is forgotten",
+        aliases=("--state-ttl",),
+        bound="positive",
+    )
+    max_states: int = flagged(100_000, help="open requests kept at most", bound="positive")
     evict_interval_s: float = 5.0
 
     def __post_init__(self) -> None:

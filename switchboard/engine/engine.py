@@ -33,13 +33,22 @@ from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRe
 from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
 from switchboard.engine.scheduler import Scheduler, Sequence, StepResult, StepRow
 
-__all__ = ["INIT_DETOKENIZE_OFFSET", "BuiltinEngine", "OutputOptions", "token_batch"]
+__all__ = [
+    "DEFAULT_LOAD_INTERVAL_S",
+    "INIT_DETOKENIZE_OFFSET",
+    "BuiltinEngine",
+    "OutputOptions",
+    "token_batch",
+]
 
 log = logging.getLogger(__name__)
 
 #: Prompt ids sent ahead of the output in ``decode_ids`` (SGLang's
 #: ``INIT_INCREMENTAL_DETOKENIZATION_OFFSET``), context for the first output token.
 INIT_DETOKENIZE_OFFSET = 5
+
+#: Seconds between load snapshots (``switchboard engine --load-interval-s``).
+DEFAULT_LOAD_INTERVAL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,7 @@ class BuiltinEngine:
         link: EngineLink,
         scheduler: Scheduler,
         *,
-        load_interval_s: float = 0.1,
+        load_interval_s: float = DEFAULT_LOAD_INTERVAL_S,
     ) -> None:
         self.link = link
         self.scheduler = scheduler

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from router_core.settings_fields import flagged
 from router_core.wire.control import LoadSnapshot, PauseMode
 from switchboard.engine.tokens import embedding_for, generated_token
 
@@ -53,11 +54,24 @@ class SchedulerConfig:
     """Limits, the simulated cost of a step, and the token and embedding rules' inputs."""
 
     token_pool: tuple[int, ...]
-    max_running_requests: int = 256
-    max_tokens_per_step: int = 8192
-    step_time_s: float = 0.005
-    per_token_cost_s: float = 0.0
-    vocab_seed: int = 0
+    # Flagged fields are ``switchboard engine`` flags (router_core.settings_fields), and
+    # ``switchboard up`` takes its defaults for them from here.
+    max_running_requests: int = flagged(256, help="running requests at most", bound="positive")
+    max_tokens_per_step: int = flagged(
+        8192,
+        help="a step's token budget: one per running request plus each admitted prompt",
+        bound="positive",
+    )
+    step_time_s: float = flagged(
+        0.005, help="seconds a step takes", aliases=("--step-time",), bound="non_negative"
+    )
+    per_token_cost_s: float = flagged(
+        0.0,
+        help="extra seconds a step takes per token in it",
+        aliases=("--per-token-cost",),
+        bound="non_negative",
+    )
+    vocab_seed: int = flagged(0, help="the seed of the token rule")
     eos_token_id: int | None = None
     embedding_dimension: int = 64
 

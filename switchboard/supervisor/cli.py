@@ -1,8 +1,8 @@
 """``switchboard up``: its flags (one per setting) and running the supervisor.
 
 :mod:`switchboard.cli` calls :func:`add_parser` and :func:`run`. Flags are generated from
-:class:`StackSettings`, so every setting has a flag, and each flag's help names its
-environment variable and default.
+:class:`StackSettings`, so every setting has a flag (a renamed one keeps its old flag as
+an alias), and each flag's help names its environment variable and default.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
+from switchboard.cli.support import configure_logging
 from switchboard.supervisor.settings import (
+    RENAMED,
     SettingsError,
     StackSettings,
     env_name,
@@ -34,8 +36,6 @@ generated and the console URL on the serving line carries it.
 Each setting is a flag, a SWITCHBOARD_* environment variable, or a key of the --config
 TOML file; flags win over the environment, the environment over the file."""
 
-_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
-
 
 def _default_text(info: FieldInfo) -> str:
     default = info.get_default()
@@ -46,8 +46,9 @@ def _default_text(info: FieldInfo) -> str:
     return str(default)
 
 
-def _help(name: str, info: FieldInfo) -> str:
-    text = f"{info.description} (env {env_name(name)}; default {_default_text(info)})"
+def _help(name: str, info: FieldInfo, old_names: list[str]) -> str:
+    variables = " or ".join(env_name(each) for each in (name, *old_names))
+    text = f"{info.description} (env {variables}; default {_default_text(info)})"
     return text.replace("%", "%%")
 
 
@@ -65,25 +66,30 @@ def add_parser(sub: Any) -> None:
         help="TOML file of settings, one top-level key per setting below (named like the "
         "flag, with underscores); an unknown key is an error",
     )
+    old_names: dict[str, list[str]] = {}
+    for old, name in RENAMED.items():
+        old_names.setdefault(name, []).append(old)
     for name, info in StackSettings.model_fields.items():
+        olds = old_names.get(name, [])
+        flags = (flag_name(name), *(flag_name(old) for old in olds))
         # SUPPRESS leaves a flag that was not given out of the namespace, so it does not
         # override the environment or the file with its default.
         if info.annotation is bool:
             # --allow-remote / --no-allow-remote, --metrics / --no-metrics.
             parser.add_argument(
-                flag_name(name),
+                *flags,
                 dest=name,
                 action=argparse.BooleanOptionalAction,
                 default=argparse.SUPPRESS,
-                help=_help(name, info),
+                help=_help(name, info, olds),
             )
         else:
             parser.add_argument(
-                flag_name(name),
+                *flags,
                 dest=name,
                 metavar=name.upper(),
                 default=argparse.SUPPRESS,
-                help=_help(name, info),
+                help=_help(name, info, olds),
             )
 
 
@@ -102,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(_given_flags(args), config_file=args.config)
-        logging.basicConfig(level=settings.log_level_number(), format=_LOG_FORMAT)
+        configure_logging(settings.log_level_number())
         # The readiness probes poll /health; one log line per probe is noise.
         logging.getLogger("httpx").setLevel(max(logging.WARNING, settings.log_level_number()))
         preflight(settings)

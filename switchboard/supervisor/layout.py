@@ -150,9 +150,9 @@ def stack_layout(
             argv=_switchboard(
                 "engine",
                 *common,
-                *("--outputs-via", "detokenizers"),
-                *("--step-time", repr(settings.step_time)),
-                *("--per-token-cost", repr(settings.per_token_cost)),
+                *("--outputs-via", "direct"),
+                *("--step-time-s", repr(settings.step_time_s)),
+                *("--per-token-cost-s", repr(settings.per_token_cost_s)),
                 *("--max-running-requests", str(settings.max_running_requests)),
                 *("--max-tokens-per-step", str(settings.max_tokens_per_step)),
                 *tokenizer,
@@ -168,7 +168,7 @@ def stack_layout(
             *common,
             *("--worker-id", worker_id, "--host", settings.host, "--port", str(settings.port)),
             *("--model-name", settings.model_name),
-            *("--graceful-timeout", repr(settings.graceful_timeout)),
+            *("--graceful-timeout-s", repr(settings.graceful_timeout_s)),
             *tokenizer,
             *remote,
         )

@@ -2,22 +2,24 @@
 
 Every setting has one name used three ways: the TOML key (``drain_timeout_s``), the
 environment variable (``SWITCHBOARD_DRAIN_TIMEOUT_S``) and the flag
-(``--drain-timeout-s``). :func:`load_settings` merges them, flags winning over the
+(``--drain-timeout-s``); a renamed setting's old name (:data:`RENAMED`) is still
+accepted in all three. :func:`load_settings` merges them, flags winning over the
 environment, the environment over the file, the file over the defaults, and reports
 anything wrong (an unknown key or variable, a bad value, an unreadable file) as one
 :class:`SettingsError` whose message is a single line naming where the value came from.
+Every duration ends in ``_s``. What the supervisor hands to a child defaults to that
+child's own settings definition (the worker's, the engine's, the admin app's), so no
+default is written twice.
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
-import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final
 
 from pydantic import (
     Field,
@@ -29,17 +31,33 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
+from app.settings import AdminSettings
 from app.tokens import TokenTable, parse_tokens
-from router_core.endpoints import is_loopback_host
+from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_via
+from switchboard.engine.scheduler import SchedulerConfig
+from switchboard.supervisor.sources import (
+    ENV_PREFIX,
+    FOREIGN_ENV,
+    SECRET_FIELDS,
+    Origins,
+    SettingNames,
+    SettingsError,
+    env_name,
+    flag_name,
+    read_environment,
+    read_toml,
+)
+from switchboard.worker.settings import WorkerSettings
 
 __all__ = [
     "ENV_PREFIX",
     "FOREIGN_ENV",
+    "RENAMED",
     "SECRET_FIELDS",
     "SettingsError",
     "StackSettings",
@@ -49,41 +67,29 @@ __all__ = [
     "load_settings",
 ]
 
-#: Prefix of every setting's environment variable.
-ENV_PREFIX = "SWITCHBOARD_"
-
-#: ``SWITCHBOARD_*`` variables that belong to other parts of Switchboard, not to the
-#: stack's settings: they are passed through to the children and never an error.
-FOREIGN_ENV = frozenset(
-    {
-        "SWITCHBOARD_CACHE_DIR",
-        "SWITCHBOARD_NO_FASTPATH",
-        # The operator commands' (switchboard status, pause, ...) admin URL and token.
-        "SWITCHBOARD_ADMIN_URL",
-        "SWITCHBOARD_ADMIN_TOKEN",
-    }
-)
-
-#: Settings holding secrets: an error names where they came from, never their value.
-SECRET_FIELDS = frozenset({"admin_operator_tokens", "admin_viewer_tokens"})
+#: Old names of renamed settings (TOML key, variable and flag alike) -> the setting.
+RENAMED: Final = {
+    "step_time": "step_time_s",
+    "per_token_cost": "per_token_cost_s",
+    "graceful_timeout": "graceful_timeout_s",
+}
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
-#: The TOML file of the settings being loaded. pydantic-settings builds its sources in a
-#: classmethod without per-call arguments, so the path travels in a context variable
-#: that :func:`load_settings` sets around construction.
-_TOML_FILE: ContextVar[Path | None] = ContextVar("switchboard_toml_file", default=None)
-
-
-class SettingsError(Exception):
-    """A setting Switchboard refuses; the message is one line for the operator."""
+#: The values below the environment's own variables: those given under old variable
+#: names, then the TOML file's. pydantic-settings builds its sources in a classmethod
+#: without per-call arguments, so they travel in a context variable that
+#: :func:`load_settings` sets around construction.
+_LOWER_SOURCES: ContextVar[tuple[dict[str, Any], dict[str, Any]]] = ContextVar(
+    "switchboard_lower_sources", default=({}, {})
+)
 
 
 class StackSettings(BaseSettings):
     """Everything ``switchboard up`` needs to start, watch and stop one stack.
 
-    Settings passed through to a child keep that child's flag name (``step_time`` is the
-    engine's ``--step-time``); durations the supervisor itself applies end in ``_s``.
+    A setting passed through to a child has that child's flag name (``step_time_s`` is
+    the engine's ``--step-time-s``) and that child's default.
     """
 
     model_config = SettingsConfigDict(
@@ -95,13 +101,15 @@ class StackSettings(BaseSettings):
 
     workers: int = Field(2, ge=1, description="HTTP worker processes (N), sharing one port")
     detokenizers: int = Field(2, ge=1, description="detokenizer processes (M)")
-    host: str = Field("127.0.0.1", min_length=1, description="address the workers listen on")
-    port: int = Field(8000, ge=1, le=65535, description="port the workers share")
+    host: str = Field(
+        WorkerSettings.host, min_length=1, description="address the workers listen on"
+    )
+    port: int = Field(WorkerSettings.port, ge=1, le=65535, description="port the workers share")
     allow_remote: bool = Field(
         False, description="permit a host beyond loopback (serving to other machines)"
     )
     admin_port: int = Field(
-        8001,
+        AdminSettings.model_fields["port"].default,
         ge=1,
         le=65535,
         description="port of the admin app (HTTP API and operator console), on host",
@@ -118,24 +126,35 @@ class StackSettings(BaseSettings):
         None, description="tokenizer.json or model directory (unset: the built-in tokenizer)"
     )
     model_name: str = Field(
-        "switchboard-sim", min_length=1, description="model name the workers report"
+        WorkerSettings.model_name, min_length=1, description="model name the workers report"
     )
     run_dir: Path | None = Field(
         None,
         description="directory for the ipc:// socket files (unset: a fresh temporary "
         "directory, removed at exit)",
     )
-    step_time: float = Field(0.005, ge=0, description="engine: seconds per scheduler step")
-    per_token_cost: float = Field(0.0, ge=0, description="engine: extra seconds per token")
-    max_running_requests: int = Field(256, ge=1, description="engine: running requests at most")
-    max_tokens_per_step: int = Field(8192, ge=1, description="engine: prefill + decode budget")
-    outputs_via: Literal["workers", "router"] = Field(
-        "workers",
-        description="detokenizers send text straight to the workers, or through the router",
+    step_time_s: float = Field(
+        SchedulerConfig.step_time_s, ge=0, description="engine: seconds per scheduler step"
+    )
+    per_token_cost_s: float = Field(
+        SchedulerConfig.per_token_cost_s, ge=0, description="engine: extra seconds per token"
+    )
+    max_running_requests: int = Field(
+        SchedulerConfig.max_running_requests, ge=1, description="engine: running requests at most"
+    )
+    max_tokens_per_step: int = Field(
+        SchedulerConfig.max_tokens_per_step, ge=1, description="engine: prefill + decode budget"
+    )
+    outputs_via: OutputsVia = Field(
+        "direct",
+        description="direct: detokenizers send text straight to the workers; router: through "
+        "the tokenizer router (the old value workers means direct)",
     )
     log_level: str = Field("INFO", description="log level of the supervisor and every child")
-    graceful_timeout: float = Field(
-        10.0, gt=0, description="seconds a stopping worker lets in-flight requests finish"
+    graceful_timeout_s: float = Field(
+        WorkerSettings.graceful_timeout_s,
+        gt=0,
+        description="seconds a stopping worker lets in-flight requests finish",
     )
     drain_timeout_s: float = Field(
         30.0, ge=0, description="seconds a stop waits for the workers to drain"
@@ -167,6 +186,12 @@ class StackSettings(BaseSettings):
         "http://127.0.0.1:4318 (sets OTEL_EXPORTER_OTLP_ENDPOINT for each child; unset: "
         "the OTEL_* environment decides, and without an endpoint there is no tracing)",
     )
+
+    @field_validator("outputs_via", mode="before")
+    @classmethod
+    def _outputs_via(cls, value: object) -> object:
+        # An old spelling is the same choice; anything else is left to the Literal check.
+        return parse_outputs_via(value) if isinstance(value, str) else value
 
     @field_validator("tokenizer", "run_dir")
     @classmethod
@@ -235,12 +260,15 @@ class StackSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init arguments) over the environment over the TOML file; no dotenv."""
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        toml_file = _TOML_FILE.get()
-        if toml_file is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
-        return tuple(sources)
+        """Flags (init arguments) over the environment (its old variable names below its
+        current ones) over the TOML file; no dotenv."""
+        renamed_env, toml = _LOWER_SOURCES.get()
+        return (
+            init_settings,
+            env_settings,
+            InitSettingsSource(settings_cls, init_kwargs=renamed_env),
+            InitSettingsSource(settings_cls, init_kwargs=toml),
+        )
 
     def log_level_number(self) -> int:
         """``log_level`` as a :mod:`logging` level."""
@@ -251,83 +279,7 @@ def _reveal(secret: SecretStr | None) -> str | None:
     return None if secret is None else secret.get_secret_value()
 
 
-def env_name(field: str) -> str:
-    """The environment variable of setting ``field``."""
-    return f"{ENV_PREFIX}{field.upper()}"
-
-
-def flag_name(field: str) -> str:
-    """The command-line flag of setting ``field``."""
-    return "--" + field.replace("_", "-")
-
-
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError as exc:
-        raise SettingsError(f"config file {path}: not found") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"config file {path}: cannot read: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"config file {path}: not valid TOML: {exc}") from exc
-    fields = StackSettings.model_fields
-    for key, value in data.items():
-        if key not in fields:
-            raise SettingsError(
-                f"config file {path}: unknown key {key!r}{_did_you_mean(key, list(fields))}"
-            )
-        if isinstance(value, dict):
-            raise SettingsError(f"config file {path}: {key} must be a value, not a table")
-    return data
-
-
-def _check_environment(environ: Mapping[str, str]) -> set[str]:
-    """The settings the environment sets; SettingsError for an unknown SWITCHBOARD_ name."""
-    known = {env_name(field) for field in StackSettings.model_fields}
-    present = set()
-    for name in environ:
-        upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in FOREIGN_ENV:
-            continue
-        if upper not in known:
-            hint = _did_you_mean(upper, sorted(known))
-            raise SettingsError(f"unknown environment variable {name}{hint}")
-        if environ[name] != "":
-            present.add(upper.removeprefix(ENV_PREFIX).lower())
-    return present
-
-
-class _Origins:
-    """Where each given value came from, to name it in an error."""
-
-    def __init__(
-        self, cli: Mapping[str, Any], env: set[str], toml: Path | None, toml_keys: set[str]
-    ) -> None:
-        self.cli = cli
-        self.env = env
-        self.toml = toml
-        self.toml_keys = toml_keys
-
-    def of(self, field: str, value: object) -> str:
-        """``field`` given ``value`` as the operator wrote it: flag, variable or TOML key."""
-        if field in SECRET_FIELDS:
-            value = "(hidden)"
-        if field in self.cli:
-            return f"{flag_name(field)} {value}"
-        if field in self.env:
-            return f"{env_name(field)}={value}"
-        if field in self.toml_keys:
-            return f"{self.toml}: {field} = {value!r}"
-        return f"{field} {value}"
-
-
-def _describe(error: ValidationError, origins: _Origins) -> str:
+def _describe(error: ValidationError, origins: Origins) -> str:
     parts = []
     for detail in error.errors(include_url=False):
         location = detail["loc"]
@@ -350,17 +302,19 @@ def load_settings(
     """The settings from ``cli`` (flags given, by field name), the environment and the file.
 
     ``config_file`` is a TOML file of top-level ``key = value`` pairs named like the
-    fields. Raises :class:`SettingsError` (one line) for a missing or malformed file, an
-    unknown key or ``SWITCHBOARD_*`` variable, or a value that fails validation.
+    fields (or their old names). Raises :class:`SettingsError` (one line) for a missing
+    or malformed file, an unknown key or ``SWITCHBOARD_*`` variable, a setting given
+    under its old and its new name in one place, or a value that fails validation.
     """
-    toml_path = Path(config_file).expanduser() if config_file is not None else None
-    toml_keys = set(_read_toml(toml_path)) if toml_path is not None else set()
-    env = _check_environment(os.environ)
-    token = _TOML_FILE.set(toml_path)
+    names = SettingNames(tuple(StackSettings.model_fields), RENAMED)
+    toml = None
+    if config_file is not None:
+        toml = read_toml(Path(config_file).expanduser(), names)
+    environment = read_environment(os.environ, names)
+    token = _LOWER_SOURCES.set((environment.renamed_values, toml.values if toml else {}))
     try:
         return StackSettings(**dict(cli))
     except ValidationError as exc:
-        origins = _Origins(cli, env, toml_path, toml_keys)
-        raise SettingsError(_describe(exc, origins)) from exc
+        raise SettingsError(_describe(exc, Origins(set(cli), environment, toml))) from exc
     finally:
-        _TOML_FILE.reset(token)
+        _LOWER_SOURCES.reset(token)

@@ -220,8 +220,8 @@ class Supervisor:
             group = [child for child in self.children if child.spec.role == role]
             timeout = self.settings.stop_timeout_s
             if role == "worker":
-                # A worker lets in-flight requests finish for up to graceful_timeout.
-                timeout += self.settings.graceful_timeout
+                # A worker lets in-flight requests finish for up to graceful_timeout_s.
+                timeout += self.settings.graceful_timeout_s
             stop_children(group, timeout, self._hurry.is_set)
 
     @contextmanager

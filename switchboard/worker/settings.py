@@ -1,30 +1,61 @@
-"""How one HTTP worker runs."""
+"""How one HTTP worker runs.
+
+The flagged fields are the ``switchboard worker`` flags (:mod:`router_core.settings_fields`):
+their defaults, bounds and help are written here only, and ``switchboard up`` takes its
+defaults for what it passes to the workers from here too.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from router_core.worker_link import WorkerLinkSettings
+from router_core.settings_fields import flagged
+
+if TYPE_CHECKING:
+    # Only a type here: ``switchboard up`` reads this module's defaults without loading
+    # the link (and zmq with it).
+    from router_core.worker_link import WorkerLinkSettings
 
 __all__ = ["WorkerSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerSettings:
-    """One worker's identity, HTTP address, model facts and link."""
+    """One worker's identity, HTTP address, model facts, stop and link.
 
-    worker_id: str
+    ``graceful_timeout_s`` is 10 s whoever starts the worker. Under ``switchboard up``
+    the workers are drained before SIGTERM, so little is left in flight by then, and the
+    supervisor waits ``stop_timeout_s`` (10 s) *beyond* the worker's graceful period
+    before SIGKILL: a worker started with the default always finishes its own stop.
+    """
+
+    worker_id: str = flagged(help="this worker's id, e.g. w0")
     link: WorkerLinkSettings
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = flagged("127.0.0.1", help="HTTP address")
+    port: int = flagged(8000, help="HTTP port, shared with the sibling workers", bound="port")
     #: The name clients pass as ``model`` and ``/v1/models`` lists.
-    model_name: str = "switchboard-sim"
+    model_name: str = flagged("switchboard-sim", help="the served model name")
     #: Longest prompt plus output, in tokens; longer requests are refused with 400.
-    context_length: int = 8192
+    context_length: int = flagged(8192, help="prompt + output tokens, max", bound="positive")
     #: ``max_new_tokens`` when a request gives none (SGLang's default).
-    default_max_new_tokens: int = 128
+    default_max_new_tokens: int = flagged(
+        128, help="max_new_tokens when a request gives none", bound="positive"
+    )
     #: Seconds a draining worker asks clients to wait (``Retry-After``).
-    retry_after_s: int = 5
+    retry_after_s: int = flagged(
+        5,
+        help="Retry-After seconds while draining",
+        aliases=("--retry-after",),
+        bound="non_negative",
+    )
+    #: Seconds in-flight requests may take to finish after SIGTERM.
+    graceful_timeout_s: float = flagged(
+        10.0,
+        help="seconds in-flight requests may take to finish after SIGTERM",
+        aliases=("--graceful-timeout",),
+        bound="positive",
+    )
     #: Seconds ``/health_generate`` waits for its one-token generation.
     health_generate_timeout_s: float = 20.0
     #: Largest request body accepted, in bytes.
@@ -38,3 +69,5 @@ class WorkerSettings:
             raise ValueError("default_max_new_tokens must be in [1, context_length)")
         if self.retry_after_s < 0 or self.health_generate_timeout_s <= 0:
             raise ValueError("retry_after_s must be >= 0 and health_generate_timeout_s > 0")
+        if self.graceful_timeout_s <= 0:
+            raise ValueError("graceful_timeout_s must be > 0")

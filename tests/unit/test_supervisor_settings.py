@@ -11,6 +11,7 @@ from switchboard.supervisor.backoff import RestartBackoff
 from switchboard.supervisor.layout import child_environment, stack_layout
 from switchboard.supervisor.preflight import check_port_free, check_run_dir
 from switchboard.supervisor.settings import (
+    RENAMED,
     SettingsError,
     StackSettings,
     env_name,
@@ -23,7 +24,7 @@ from switchboard.supervisor.settings import (
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No SWITCHBOARD_* setting from the caller's environment leaks into a test."""
-    for field in StackSettings.model_fields:
+    for field in [*StackSettings.model_fields, *RENAMED]:
         monkeypatch.delenv(env_name(field), raising=False)
 
 
@@ -42,7 +43,7 @@ class TestPrecedence:
         assert (settings.host, settings.port, settings.admin_port) == ("127.0.0.1", 8000, 8001)
         assert settings.tokenizer is None and settings.run_dir is None
         assert settings.model_name == "switchboard-sim"
-        assert settings.outputs_via == "workers"
+        assert settings.outputs_via == "direct"
         assert settings.drain_timeout_s == 30.0
         assert (settings.restart_backoff_initial_s, settings.restart_backoff_max_s) == (0.5, 10.0)
         assert settings.restart_reset_after_s == 30.0
@@ -60,7 +61,7 @@ class TestPrecedence:
         assert settings.workers == 7  # flag > env > toml
         assert settings.port == 9002  # env > toml
         assert settings.detokenizers == 4  # toml > default
-        assert settings.step_time == 0.2
+        assert settings.step_time_s == 0.2  # under its old key
         assert settings.max_running_requests == 256  # default
 
     def test_boolean_from_env_and_toml(
@@ -155,6 +156,100 @@ class TestErrors:
         assert is_loopback_host(host) is loopback
 
 
+class TestRenamedSettings:
+    """Old names (step_time, per_token_cost, graceful_timeout) still work everywhere."""
+
+    def test_old_toml_keys_set_the_new_settings(self, tmp_path: Path) -> None:
+        """Each old TOML key sets its renamed setting."""
+        config = write_toml(
+            tmp_path / "s.toml", "step_time = 0.2\nper_token_cost = 0.01\ngraceful_timeout = 3\n"
+        )
+        settings = load_settings({}, config_file=config)
+        assert (settings.step_time_s, settings.per_token_cost_s) == (0.2, 0.01)
+        assert settings.graceful_timeout_s == 3.0
+
+    def test_old_variables_set_the_new_settings(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """SWITCHBOARD_STEP_TIME and SWITCHBOARD_GRACEFUL_TIMEOUT are still read."""
+        monkeypatch.setenv("SWITCHBOARD_STEP_TIME", "0.3")
+        monkeypatch.setenv("SWITCHBOARD_GRACEFUL_TIMEOUT", "4")
+        settings = load_settings({})
+        assert (settings.step_time_s, settings.graceful_timeout_s) == (0.3, 4.0)
+
+    def test_old_names_keep_their_layer(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An old variable beats the file and loses to a flag, like the new one."""
+        config = write_toml(tmp_path / "s.toml", "step_time_s = 0.1\ngraceful_timeout_s = 1\n")
+        monkeypatch.setenv("SWITCHBOARD_STEP_TIME", "0.3")
+        monkeypatch.setenv("SWITCHBOARD_GRACEFUL_TIMEOUT", "4")
+        settings = load_settings({"graceful_timeout_s": "5"}, config_file=config)
+        assert (settings.step_time_s, settings.graceful_timeout_s) == (0.3, 5.0)
+
+    def test_old_and_new_name_together_are_refused(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """One setting under both names in one place is one line naming both."""
+        config = write_toml(tmp_path / "s.toml", "step_time = 0.1\nstep_time_s = 0.2\n")
+        with pytest.raises(SettingsError, match="step_time and step_time_s are the same"):
+            load_settings({}, config_file=config)
+        monkeypatch.setenv("SWITCHBOARD_PER_TOKEN_COST", "0")
+        monkeypatch.setenv("SWITCHBOARD_PER_TOKEN_COST_S", "0")
+        with pytest.raises(SettingsError, match="are the same setting"):
+            load_settings({})
+
+    def test_a_bad_value_is_named_as_written(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The refusal quotes the old variable or key the operator used."""
+        monkeypatch.setenv("SWITCHBOARD_STEP_TIME", "-1")
+        with pytest.raises(SettingsError, match="SWITCHBOARD_STEP_TIME=-1"):
+            load_settings({})
+        monkeypatch.delenv("SWITCHBOARD_STEP_TIME")
+        path = write_toml(tmp_path / "s.toml", "graceful_timeout = 0\n")
+        with pytest.raises(SettingsError, match=f"{path}: graceful_timeout = 0"):
+            load_settings({}, config_file=path)
+
+    def test_old_flags_are_aliases(self) -> None:
+        """--step-time, --per-token-cost and --graceful-timeout set the new settings."""
+        import argparse
+
+        from switchboard.supervisor.cli import add_parser
+
+        parser = argparse.ArgumentParser()
+        add_parser(parser.add_subparsers())
+        words = ["up", "--step-time", "0.2", "--per-token-cost", "0", "--graceful-timeout", "3"]
+        given = vars(parser.parse_args(words))
+        assert given == {"config": None, "step_time_s": "0.2", "per_token_cost_s": "0",
+                         "graceful_timeout_s": "3"}  # fmt: skip
+        assert set(RENAMED.values()) <= set(StackSettings.model_fields)
+
+    @pytest.mark.parametrize("old", ["workers", "detokenizers"])
+    def test_old_outputs_via_values_mean_direct(
+        self, old: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """outputs_via=workers (up's old value) and detokenizers are direct."""
+        assert load_settings({"outputs_via": old}).outputs_via == "direct"
+        monkeypatch.setenv("SWITCHBOARD_OUTPUTS_VIA", old)
+        assert load_settings({}).outputs_via == "direct"
+        assert "--outputs-via sideways" in TestErrors().refusal({"outputs_via": "sideways"})
+
+    def test_child_defaults_come_from_the_children(self) -> None:
+        """What up hands a child defaults to that child's own settings definition."""
+        from app.settings import AdminSettings
+        from switchboard.engine.scheduler import SchedulerConfig
+        from switchboard.worker.settings import WorkerSettings
+
+        settings = load_settings({})
+        assert (settings.host, settings.port) == (WorkerSettings.host, WorkerSettings.port)
+        assert settings.model_name == WorkerSettings.model_name
+        assert settings.graceful_timeout_s == WorkerSettings.graceful_timeout_s
+        assert settings.admin_port == AdminSettings.model_fields["port"].default
+        for field in ("step_time_s", "per_token_cost_s"):
+            assert getattr(settings, field) == getattr(SchedulerConfig, field)
+        for field in ("max_running_requests", "max_tokens_per_step"):
+            assert getattr(settings, field) == getattr(SchedulerConfig, field)
+
+
 class TestPreflight:
     """Checks made before anything starts."""
 
@@ -223,10 +318,10 @@ class TestLayout:
     def test_settings_reach_their_children(self, tmp_path: Path) -> None:
         """Engine, detokenizer and worker settings appear on the right command lines."""
         settings = load_settings(
-            {"step_time": "0.05", "outputs_via": "router", "port": "9100", "tokenizer": "/t.json"}
+            {"step_time_s": "0.05", "outputs_via": "router", "port": "9100", "tokenizer": "/t.json"}
         )
         specs = {spec.name: list(spec.argv) for spec in stack_layout(settings, tmp_path, 1)}
-        assert specs["engine"][specs["engine"].index("--step-time") + 1] == "0.05"
+        assert specs["engine"][specs["engine"].index("--step-time-s") + 1] == "0.05"
         detok = specs["detokenizer-1"]
         assert detok[detok.index("--outputs-via") + 1] == "router"
         assert detok[detok.index("--index") + 1] == "1"
@@ -235,6 +330,23 @@ class TestLayout:
         assert worker[worker.index("--port") + 1] == "9100"
         tokenized = [name for name in specs if "router" not in name and name != "admin"]
         assert all("--tokenizer" in specs[name] for name in tokenized)
+
+    def test_every_child_command_line_parses(self, tmp_path: Path) -> None:
+        """Each child's argv is accepted by that subcommand's own parser, in new spellings."""
+        from switchboard.cli import build_parser
+
+        settings = load_settings({"step_time_s": "0.05", "graceful_timeout_s": "3"})
+        for spec in stack_layout(settings, tmp_path, 1):
+            words = list(spec.argv[3:])  # after: python -m switchboard.cli
+            args = build_parser(words[0]).parse_args(words)
+            assert args.command == spec.role
+            if spec.role == "engine":
+                assert (args.step_time_s, args.outputs_via) == (0.05, "direct")
+            if spec.role == "worker":
+                assert args.graceful_timeout_s == 3.0
+        old = {"--step-time", "--per-token-cost", "--graceful-timeout", "detokenizers"}
+        words = {word for spec in stack_layout(settings, tmp_path, 1) for word in spec.argv}
+        assert not old & words
 
     def test_socket_files_are_in_the_run_dir(self, tmp_path: Path) -> None:
         """Every socket file a child binds lies in the run directory."""
@@ -268,6 +380,15 @@ class TestOperatingDoc:
             if default is None or isinstance(default, bool):
                 expected = "unset" if default is None else "on" if default else "off"
             assert f"| {expected} |" in row, f"{name}: default {expected} not in {row}"
+
+    def test_old_names_are_listed(self) -> None:
+        """Each renamed setting's row lists its old key, flag and variable."""
+        doc = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+        rows = {line.split("|")[1].strip(" `"): line for line in doc.splitlines() if "| `" in line}
+        for old, name in RENAMED.items():
+            row = rows[name]
+            for spelling in (f"`{old}`", f"`{flag_name(old)}`", f"`{env_name(old)}`"):
+                assert spelling in row, f"{name}: {spelling} not in {row}"
 
 
 class TestObservabilitySettings:

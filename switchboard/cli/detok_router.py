@@ -1,0 +1,89 @@
+"""``switchboard detok-router``: the detokenizer router's flags, and running it.
+
+Its settings flags come from
+:class:`~router_core.detokenizer_router.DetokenizerRouterSettings`; the endpoints default
+to the run directory's layout for ``--detokenizers`` detokenizers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from router_core.detokenizer_router.settings import DetokenizerRouterSettings
+from router_core.endpoints import DetokenizerRouterEndpoints
+from switchboard.cli.flags import add_settings_flags, settings_values
+from switchboard.cli.support import (
+    UsageError,
+    add_common_flags,
+    checked_endpoint,
+    positive_int,
+    run_dir,
+    serve,
+)
+
+__all__ = ["add_parser", "run", "settings"]
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``detok-router`` subcommand to ``sub`` (an argparse subparsers action)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "detok-router", help="run the detokenizer router"
+    )
+    add_common_flags(parser)
+    parser.add_argument(
+        "--detokenizers", type=positive_int, default=1, help="how many (M; default 1)"
+    )
+    parser.add_argument("--inbound-endpoint", help="PULL bound for engine outputs")
+    parser.add_argument(
+        "--detokenizer-endpoint", action="append", help="a detokenizer's endpoint (repeat)"
+    )
+    parser.add_argument("--control-endpoint", help="ROUTER bound for control commands")
+    add_settings_flags(parser, DetokenizerRouterSettings)
+
+
+def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
+    """The detokenizer router ``args`` describe; :class:`UsageError` for a bad setting."""
+    directory = run_dir(args)
+    defaults = (
+        DetokenizerRouterEndpoints.in_run_dir(directory, args.detokenizers) if directory else None
+    )
+    remote: bool = args.allow_remote
+    targets = args.detokenizer_endpoint or (defaults.detokenizers if defaults else None)
+    if not targets:
+        raise UsageError("--detokenizer-endpoint is required without --run-dir")
+    endpoints = DetokenizerRouterEndpoints(
+        inbound=checked_endpoint(
+            args.inbound_endpoint,
+            defaults.inbound if defaults else None,
+            "--inbound-endpoint",
+            allow_remote=remote,
+        ),
+        detokenizers=[
+            checked_endpoint(target, None, "--detokenizer-endpoint", allow_remote=remote)
+            for target in targets
+        ],
+        control=checked_endpoint(
+            args.control_endpoint,
+            defaults.control if defaults else None,
+            "--control-endpoint",
+            allow_remote=remote,
+        ),
+    )
+    try:
+        return DetokenizerRouterSettings(
+            endpoints=endpoints,
+            hwm=args.hwm,
+            backlog_limit=args.backlog,
+            allow_remote=remote,
+            **settings_values(args, DetokenizerRouterSettings),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the detokenizer router until SIGTERM."""
+    from router_core.detokenizer_router import DetokenizerRouter
+
+    return serve(DetokenizerRouter(settings(args)), args, role="detokenizer-router")

@@ -1,0 +1,183 @@
+"""Where the stack's settings come from: a setting's names, the TOML file, the environment.
+
+A setting named ``drain_timeout_s`` is the TOML key ``drain_timeout_s``, the variable
+``SWITCHBOARD_DRAIN_TIMEOUT_S`` and the flag ``--drain-timeout-s``. A renamed setting
+keeps its old name as an alias in all three places (``step_time`` for ``step_time_s``).
+The readers here check every key and variable against those names, map old names to
+new ones, and remember how each value was spelt, so that an error names it as the
+operator wrote it. Everything refused is one :class:`SettingsError`, one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ENV_PREFIX",
+    "FOREIGN_ENV",
+    "SECRET_FIELDS",
+    "EnvironmentValues",
+    "Origins",
+    "SettingNames",
+    "SettingsError",
+    "TomlValues",
+    "env_name",
+    "flag_name",
+    "read_environment",
+    "read_toml",
+]
+
+#: Prefix of every setting's environment variable.
+ENV_PREFIX = "SWITCHBOARD_"
+
+#: ``SWITCHBOARD_*`` variables that belong to other parts of Switchboard, not to the
+#: stack's settings: they are passed through to the children and never an error.
+FOREIGN_ENV = frozenset(
+    {
+        "SWITCHBOARD_CACHE_DIR",
+        "SWITCHBOARD_NO_FASTPATH",
+        # The operator commands' (switchboard status, pause, ...) admin URL and token.
+        "SWITCHBOARD_ADMIN_URL",
+        "SWITCHBOARD_ADMIN_TOKEN",
+    }
+)
+
+#: Settings holding secrets: an error names where they came from, never their value.
+SECRET_FIELDS = frozenset({"admin_operator_tokens", "admin_viewer_tokens"})
+
+
+class SettingsError(Exception):
+    """A setting Switchboard refuses; the message is one line for the operator."""
+
+
+def env_name(setting: str) -> str:
+    """The environment variable of setting (or old name) ``setting``."""
+    return f"{ENV_PREFIX}{setting.upper()}"
+
+
+def flag_name(setting: str) -> str:
+    """The command-line flag of setting (or old name) ``setting``."""
+    return "--" + setting.replace("_", "-")
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+@dataclass(frozen=True)
+class SettingNames:
+    """A settings model's field names and the old names still accepted for some."""
+
+    fields: Collection[str]
+    #: Old name -> the field it now is.
+    renamed: Mapping[str, str] = field(default_factory=dict)
+
+    def field_of(self, name: str) -> str | None:
+        """The field ``name`` (a field or an old name) sets, or None."""
+        return name if name in self.fields else self.renamed.get(name)
+
+    def spellings(self) -> list[str]:
+        """Every accepted name: fields, then old names."""
+        return [*self.fields, *self.renamed]
+
+
+def _once(found: dict[str, str], setting: str, spelt: str, where: str) -> None:
+    if setting in found:
+        raise SettingsError(f"{where}: {found[setting]} and {spelt} are the same setting")
+    found[setting] = spelt
+
+
+@dataclass(frozen=True)
+class TomlValues:
+    """A TOML file's values by field, and the key each was written under."""
+
+    path: Path
+    values: dict[str, Any]
+    spelt: dict[str, str]
+
+
+def read_toml(path: Path, names: SettingNames) -> TomlValues:
+    """The settings in the TOML file ``path``; :class:`SettingsError` for a missing or
+    malformed file, an unknown key, a table, or one setting given under two names."""
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise SettingsError(f"config file {path}: not found") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"config file {path}: cannot read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path}: not valid TOML: {exc}") from exc
+    values: dict[str, Any] = {}
+    spelt: dict[str, str] = {}
+    for key, value in data.items():
+        setting = names.field_of(key)
+        if setting is None:
+            hint = _did_you_mean(key, names.spellings())
+            raise SettingsError(f"config file {path}: unknown key {key!r}{hint}")
+        if isinstance(value, dict):
+            raise SettingsError(f"config file {path}: {key} must be a value, not a table")
+        _once(spelt, setting, key, f"config file {path}")
+        values[setting] = value
+    return TomlValues(path, values, spelt)
+
+
+@dataclass(frozen=True)
+class EnvironmentValues:
+    """The settings the environment gives: each one's variable as spelt, and the values
+    given under old names (the variables of current names pydantic reads itself)."""
+
+    spelt: dict[str, str]
+    renamed_values: dict[str, str]
+
+
+def read_environment(environ: Mapping[str, str], names: SettingNames) -> EnvironmentValues:
+    """The ``SWITCHBOARD_*`` settings in ``environ`` (empty ones ignored);
+    :class:`SettingsError` for an unknown ``SWITCHBOARD_*`` variable or one setting
+    given under two names."""
+    known = {env_name(name): name for name in names.spellings()}
+    spelt: dict[str, str] = {}
+    renamed_values: dict[str, str] = {}
+    for variable, value in environ.items():
+        upper = variable.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in FOREIGN_ENV:
+            continue
+        if upper not in known:
+            hint = _did_you_mean(upper, sorted(known))
+            raise SettingsError(f"unknown environment variable {variable}{hint}")
+        if value == "":
+            continue
+        name = known[upper]
+        setting = names.field_of(name)
+        assert setting is not None  # every known variable names a setting
+        _once(spelt, setting, variable, "environment")
+        if name != setting:
+            renamed_values[setting] = value
+    return EnvironmentValues(spelt, renamed_values)
+
+
+@dataclass(frozen=True)
+class Origins:
+    """Where each given value came from, to name it in an error as the operator wrote it."""
+
+    cli: Collection[str]
+    environment: EnvironmentValues
+    toml: TomlValues | None
+
+    def of(self, setting: str, value: object) -> str:
+        """``setting`` given ``value``: as a flag, a variable or a TOML key."""
+        if setting in SECRET_FIELDS:
+            value = "(hidden)"
+        if setting in self.cli:
+            return f"{flag_name(setting)} {value}"
+        if setting in self.environment.spelt:
+            return f"{self.environment.spelt[setting]}={value}"
+        if self.toml is not None and setting in self.toml.spelt:
+            return f"{self.toml.path}: {self.toml.spelt[setting]} = {value!r}"
+        return f"{setting} {value}"
