@@ -29,7 +29,6 @@ __all__ = [
     "fabric_metrics",
     "histograms_of",
     "message_bytes",
-    "router_metrics",
 ]
 
 #: Route labels (``docs/metrics.md``).
@@ -91,24 +90,6 @@ class TrafficStats:
             "hop_latency_seconds": self.hop_latency.snapshot(),
             "split_batch_rows": self.split_rows.snapshot(),
         }
-
-
-def router_metrics(process: str, traffic: TrafficStats, counters: Counters) -> dict[str, Any]:
-    """What both routers' ``metrics`` replies share: who answers, what it moved, what it
-    dropped and rejected, and its hop latency and split size histograms."""
-    snapshot = traffic.snapshot()
-    counted = counters.snapshot()
-    return {
-        "process": process,
-        "pid": os.getpid(),
-        "traffic": snapshot["traffic"],
-        "dropped": counted.get("dropped", {}),
-        "rejected": counted.get("rejected", {}),
-        "histograms": {
-            "hop_latency_seconds": snapshot["hop_latency_seconds"],
-            "split_batch_rows": snapshot["split_batch_rows"],
-        },
-    }
 
 
 def histograms_of(series: HistogramSet) -> dict[str, HistogramSnapshot]:

@@ -11,18 +11,19 @@ import os
 import time
 from typing import Any, Final
 
-import msgspec
 import zmq
 
 from router_core import tracing
-from router_core.control.server import Command, ControlServer, ReplyTo
+from router_core.control.commands import DETOK_METRICS, DETOK_STATUS, Command, NoArgs, ReplyTo
+from router_core.control.replies import DetokenizerRouterStatus, RouterMetrics
+from router_core.control.server import ControlServer
 from router_core.counters import Counters
 from router_core.destinations import Destination
 from router_core.detokenizer_router.picker import DetokenizerPicker
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.inbound import drain, regroup
 from router_core.loop import LoopResources, PollLoop
-from router_core.traffic import DETOKENIZE, TrafficStats, router_metrics
+from router_core.traffic import DETOKENIZE, TrafficStats, fabric_metrics
 from router_core.transport import FrameLike
 from router_core.wire import BATCH_KINDS, Header, Kind
 
@@ -101,42 +102,40 @@ class DetokenizerRouter:
             for owner, nbytes in sizes.items():
                 self.traffic.add(DETOKENIZE, owner, 1, nbytes)
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> RouterMetrics:
         """Traffic (keyed by owner address), drops, rejects and histograms, for ``metrics``."""
-        return {
-            **router_metrics("detokenizer_router", self.traffic, self.counters),
-            "backlog_messages": sum(len(t.backlog) for t in self._targets),
-        }
+        return fabric_metrics(
+            "detokenizer_router",
+            self.traffic,
+            self.counters,
+            backlog_messages=sum(len(t.backlog) for t in self._targets),
+        )
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> DetokenizerRouterStatus:
         """Counters and backlogs, for ``status``."""
-        return {
-            "role": "detokenizer_router",
-            "pid": os.getpid(),
-            "uptime_s": round(time.monotonic() - self.started_at, 3),
-            "detokenizers": len(self._targets),
-            "sticky_key": self.picker.key,
-            "workers_per_detokenizer": _workers_per_detokenizer(self.picker),
-            "counters": self.counters.snapshot(),
-            "backlogs": {t.endpoint: len(t.backlog) for t in self._targets},
-        }
+        return DetokenizerRouterStatus(
+            role="detokenizer_router",
+            pid=os.getpid(),
+            uptime_s=round(time.monotonic() - self.started_at, 3),
+            detokenizers=len(self._targets),
+            sticky_key=self.picker.key,
+            workers_per_detokenizer=_workers_per_detokenizer(self.picker),
+            counters=self.counters.snapshot(),
+            backlogs={t.endpoint: len(t.backlog) for t in self._targets},
+        )
 
 
-class _NoArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """No arguments."""
-
-
-def _status(router: DetokenizerRouter, args: _NoArgs, reply_to: ReplyTo) -> Any:
+def _status(router: DetokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
     return router.status()
 
 
-def _metrics(router: DetokenizerRouter, args: _NoArgs, reply_to: ReplyTo) -> Any:
+def _metrics(router: DetokenizerRouter, args: NoArgs, reply_to: ReplyTo) -> Any:
     return router.metrics()
 
 
 COMMANDS: Final[dict[str, Command[DetokenizerRouter]]] = {
-    "status": Command(_status, _NoArgs, "counters and backlogs"),
-    "metrics": Command(_metrics, _NoArgs, "state for Prometheus, read at scrape time"),
+    DETOK_STATUS.name: Command.serving(DETOK_STATUS, _status),
+    DETOK_METRICS.name: Command.serving(DETOK_METRICS, _metrics),
 }
 
 
