@@ -1,6 +1,9 @@
 """The admin app's one way to the router: an :class:`AsyncControlClient` behind typed calls.
 
-Every control failure is translated here, once, into an :class:`ApiException`
+Each call is one command of :mod:`router_core.control.commands`; the client decodes its
+reply as that command's struct (:mod:`router_core.control.replies`) and :mod:`app.views`
+turns the struct into the API's model. Every control failure, a reply of another shape
+included, is translated here, once, into an :class:`ApiException`
 (:func:`app.errors.from_control_error`); route handlers and the poller never see a
 control error.
 """
@@ -8,16 +11,35 @@ control error.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
 from app.errors import from_control_error
-from app.models import FreezeGcResult, Load, Operation, Status, Worker
-from app.views import load_of, operation_of, status_of, worker_of, workers_of
-from router_core.control import AsyncControlClient, ControlError
+from app.models import FreezeGcResult, Load, Operation, PauseMode, Status, Worker
+from app.views import freeze_gc_of, load_of, operation_of, status_of, worker_of, workers_of
+from router_core.control import AsyncControlClient, ControlCommand, ControlError
+from router_core.control.commands import (
+    CONTINUE,
+    DRAIN,
+    FREEZE_GC,
+    GET_WORKER,
+    LIST_WORKERS,
+    LOAD,
+    PAUSE,
+    STATUS,
+    UNDRAIN,
+    ContinueArgs,
+    ListWorkersArgs,
+    PauseArgs,
+    WorkerArgs,
+)
+from router_core.control.replies import RouterStatus
 
 __all__ = ["RouterApi"]
+
+Args = TypeVar("Args", bound=msgspec.Struct)
+Reply = TypeVar("Reply")
 
 
 class RouterApi:
@@ -32,48 +54,48 @@ class RouterApi:
         self.admin_version = admin_version
         self.timeout_s = timeout_s
 
-    async def call(self, command: str, /, **args: Any) -> Any:
-        """``command`` as plain data; ApiException if it fails or the router is silent."""
+    async def call(self, command: ControlCommand[Args, Reply], args: Args | None = None) -> Reply:
+        """``command``'s typed reply; ApiException if it fails or the router is silent."""
         try:
-            result = await self.client.call(command, reply_timeout_s=self.timeout_s, **args)
+            return await self.client.request(command, args, reply_timeout_s=self.timeout_s)
         except ControlError as exc:
             raise from_control_error(exc) from exc
-        return msgspec.to_builtins(result)
 
     async def workers(self) -> list[Worker]:
         """Every worker, recently departed ones as ``dead``."""
-        return workers_of(await self.call("list_workers", include_departed=True))
+        views = await self.call(LIST_WORKERS, ListWorkersArgs(include_departed=True))
+        return workers_of(views)
 
     async def worker(self, worker_id: str) -> Worker:
         """One worker; 404 for an id the router never saw (or forgot)."""
-        return worker_of(await self.call("get_worker", worker_id=worker_id))
+        return worker_of(await self.call(GET_WORKER, WorkerArgs(worker_id=worker_id)))
 
     async def load(self) -> Load | None:
-        return load_of(await self.call("load"))
+        return load_of(await self.call(LOAD))
 
     async def status(self) -> Status:
         """The router's status with the engine's load."""
-        status, load = await asyncio.gather(self.call("status"), self.call("load"))
+        status, load = await asyncio.gather(self.call(STATUS), self.call(LOAD))
         return status_of(status, load, self.admin_version)
 
-    async def barrier(self, action: str, **args: Any) -> Operation:
-        """``pause`` or ``continue``: the operation, complete or not."""
-        return operation_of(await self.call(action, **args))
+    async def pause(self, mode: PauseMode, timeout_s: float) -> Operation:
+        """A pause barrier: the operation, complete or not."""
+        return operation_of(await self.call(PAUSE, PauseArgs(mode=mode, timeout_s=timeout_s)))
+
+    async def resume(self, timeout_s: float) -> Operation:
+        """A continue barrier: the operation, complete or not."""
+        return operation_of(await self.call(CONTINUE, ContinueArgs(timeout_s=timeout_s)))
 
     async def drain(self, worker_id: str, *, drain: bool) -> Worker:
-        return worker_of(await self.call("drain" if drain else "undrain", worker_id=worker_id))
+        command = DRAIN if drain else UNDRAIN
+        return worker_of(await self.call(command, WorkerArgs(worker_id=worker_id)))
 
     async def freeze_gc(self) -> FreezeGcResult:
-        reply = await self.call("freeze_gc")
-        return FreezeGcResult(
-            frozen=list(reply["frozen"]), forwarded_to=list(reply["forwarded_to"])
-        )
+        return freeze_gc_of(await self.call(FREEZE_GC))
 
-    async def answers(self, timeout_s: float) -> dict[str, Any] | None:
+    async def answers(self, timeout_s: float) -> RouterStatus | None:
         """The router's status if it answers within ``timeout_s``, else None."""
         try:
-            result = await self.client.call("status", reply_timeout_s=timeout_s)
+            return await self.client.request(STATUS, reply_timeout_s=timeout_s)
         except ControlError:
             return None
-        status: dict[str, Any] = msgspec.to_builtins(result)
-        return status

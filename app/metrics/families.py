@@ -1,31 +1,17 @@
 """A router's ``metrics`` snapshot as Prometheus families (``docs/metrics.md``).
 
-Pure: :func:`router_families` turns the plain data a router answers to the ``metrics``
-control command into ``prometheus_client`` metric families, and :func:`router_up_family`
-says which routers answered. The snapshot's shape (both routers; keys marked "tokenizer
-router only" are absent from the detokenizer router's)::
-
-    {"process": "tokenizer_router" | "detokenizer_router",
-     "traffic": [{"route", "worker", "messages", "bytes"}, ...],
-     "dropped": {reason: n}, "rejected": {reason: n},
-     "histograms": {"hop_latency_seconds": {route: H}, "split_batch_rows": {route: H},
-                    "pause_barrier_seconds": {operation: H}},
-     "backlog_messages": n,
-     # tokenizer router only:
-     "workers": [{"worker", "state", "up", "last_heartbeat_unix_s", "in_flight"}, ...],
-     "workers_by_state": {state: n}, "paused": bool, "pause_state_since_unix_s": t,
-     "pause_operations": [{"operation", "mode", "result", "count"}, ...],
-     "engine": {"up", "running", "waiting", "max_running", "token_usage"}}
-
-where ``H`` is ``{"buckets": [[le, cumulative], ..., ["+Inf", n]], "sum", "count"}``
-(:meth:`router_core.histogram.Histogram.snapshot`). A snapshot of another shape raises
-``KeyError``, ``TypeError`` or ``ValueError``; the caller treats that router as unread.
+Pure: :func:`router_families` turns the snapshot a router answers to the ``metrics``
+control command (:class:`~router_core.control.replies.RouterMetrics`, and for the
+tokenizer router :class:`~router_core.control.replies.TokenizerRouterMetrics`, which
+adds the registry, pause and engine) into ``prometheus_client`` metric families, and
+:func:`router_up_family` says which routers answered. A histogram whose buckets do not
+end at ``+Inf`` raises ``ValueError``; the caller treats that router as unread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -34,6 +20,13 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.utils import floatToGoString
+
+from router_core.control.replies import (
+    EngineMetrics,
+    HistogramSnapshot,
+    RouterMetrics,
+    TokenizerRouterMetrics,
+)
 
 __all__ = [
     "HELP",
@@ -77,13 +70,6 @@ _HISTOGRAMS: Final = (
     ("split_batch_rows", "switchboard_split_batch_rows", "route"),
     ("pause_barrier_seconds", "switchboard_pause_barrier_seconds", "operation"),
 )
-#: Engine snapshot key -> gauge family.
-_ENGINE: Final = (
-    ("running", "switchboard_engine_running_requests"),
-    ("waiting", "switchboard_engine_waiting_requests"),
-    ("max_running", "switchboard_engine_max_running_requests"),
-    ("token_usage", "switchboard_engine_token_usage_ratio"),
-)
 
 
 def _counter(name: str, labels: list[str]) -> CounterMetricFamily:
@@ -101,18 +87,20 @@ def _le(bound: float | str) -> str:
     return text
 
 
-def _histogram(name: str, label: str, series: Mapping[str, Any]) -> HistogramMetricFamily:
+def _histogram(
+    name: str, label: str, series: Mapping[str, HistogramSnapshot]
+) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, HELP[name], labels=[label])
     for value, snapshot in sorted(series.items()):
-        buckets = [(_le(le), float(count)) for le, count in snapshot["buckets"]]
+        buckets = [(_le(le), float(count)) for le, count in snapshot.buckets]
         if not buckets or buckets[-1][0] != "+Inf":
             raise ValueError(f"{name}{{{label}={value!r}}}: buckets do not end at +Inf")
-        family.add_metric([str(value)], buckets, float(snapshot["sum"]))
+        family.add_metric([value], buckets, snapshot.sum)
     return family
 
 
 def _fabric(
-    process: str, snapshot: Mapping[str, Any], worker_ids: Mapping[str, str]
+    process: str, snapshot: RouterMetrics, worker_ids: Mapping[str, str]
 ) -> Iterable[Metric]:
     """Traffic, drops, rejects, histograms and backlog: both routers report these."""
     messages = _counter("switchboard_messages_total", ["route", "worker"])
@@ -121,100 +109,100 @@ def _fabric(
     # and an address no registry row has to "unknown" (never a raw address as a label).
     by_address = process == "detokenizer_router"
     totals: dict[tuple[str, str], list[float]] = {}
-    for row in snapshot["traffic"]:
-        peer = str(row["worker"])
-        worker = worker_ids.get(peer, UNKNOWN_WORKER) if by_address else peer
-        total = totals.setdefault((str(row["route"]), worker), [0.0, 0.0])
-        total[0] += float(row["messages"])
-        total[1] += float(row["bytes"])
+    for row in snapshot.traffic:
+        worker = worker_ids.get(row.worker, UNKNOWN_WORKER) if by_address else row.worker
+        total = totals.setdefault((row.route, worker), [0.0, 0.0])
+        total[0] += row.messages
+        total[1] += row.bytes
     for (route, worker), (count, nbytes) in sorted(totals.items()):
         messages.add_metric([route, worker], count)
         size.add_metric([route, worker], nbytes)
     yield messages
     yield size
-    for key, name in (
-        ("dropped", "switchboard_dropped_messages_total"),
-        ("rejected", "switchboard_rejected_frames_total"),
+    for counts, name in (
+        (snapshot.dropped, "switchboard_dropped_messages_total"),
+        (snapshot.rejected, "switchboard_rejected_frames_total"),
     ):
         family = _counter(name, ["process", "reason"])
-        for reason, count in sorted(snapshot[key].items()):
-            family.add_metric([process, str(reason)], float(count))
+        for reason, count in sorted(counts.items()):
+            family.add_metric([process, reason], float(count))
         yield family
-    histograms = snapshot["histograms"]
+    histograms = snapshot.histograms
     for key, name, label in _HISTOGRAMS:
         if key in histograms:
             yield _histogram(name, label, histograms[key])
     backlog = _gauge("switchboard_router_backlog_messages", ["process"])
-    backlog.add_metric([process], float(snapshot["backlog_messages"]))
+    backlog.add_metric([process], float(snapshot.backlog_messages))
     yield backlog
 
 
-def _workers(snapshot: Mapping[str, Any]) -> Iterable[Metric]:
+def _workers(snapshot: TokenizerRouterMetrics) -> Iterable[Metric]:
     """Registry and pause state: the tokenizer router's own."""
     by_state = _gauge("switchboard_workers", ["state"])
-    for state, count in sorted(snapshot["workers_by_state"].items()):
-        by_state.add_metric([str(state)], float(count))
+    for state, count in sorted(snapshot.workers_by_state.items()):
+        by_state.add_metric([state], float(count))
     up = _gauge("switchboard_worker_up", ["worker"])
     heartbeat = _gauge("switchboard_worker_last_heartbeat_timestamp_seconds", ["worker"])
     in_flight = _gauge("switchboard_worker_in_flight_requests", ["worker"])
     seen: set[str] = set()
-    for row in snapshot["workers"]:
-        worker = str(row["worker"])
-        if worker in seen:  # a live record comes first; an id is one series
+    for row in snapshot.workers:
+        if row.worker in seen:  # a live record comes first; an id is one series
             continue
-        seen.add(worker)
-        up.add_metric([worker], float(row["up"]))
-        heartbeat.add_metric([worker], float(row["last_heartbeat_unix_s"]))
-        in_flight.add_metric([worker], float(row["in_flight"]))
+        seen.add(row.worker)
+        up.add_metric([row.worker], float(row.up))
+        heartbeat.add_metric([row.worker], row.last_heartbeat_unix_s)
+        in_flight.add_metric([row.worker], float(row.in_flight))
     paused = _gauge("switchboard_paused")
-    paused.add_metric([], 1.0 if snapshot["paused"] else 0.0)
+    paused.add_metric([], 1.0 if snapshot.paused else 0.0)
     since = _gauge("switchboard_pause_state_since_timestamp_seconds")
-    since.add_metric([], float(snapshot["pause_state_since_unix_s"]))
+    since.add_metric([], snapshot.pause_state_since_unix_s)
     operations = _counter("switchboard_pause_operations_total", ["operation", "mode", "result"])
-    for row in snapshot["pause_operations"]:
-        labels = [str(row["operation"]), str(row["mode"]), str(row["result"])]
-        operations.add_metric(labels, float(row["count"]))
+    for finished in snapshot.pause_operations:
+        labels = [finished.operation, finished.mode, finished.result]
+        operations.add_metric(labels, float(finished.count))
     yield from (by_state, up, heartbeat, in_flight, paused, since, operations)
 
 
-def _engine(engine: Mapping[str, Any] | None) -> Iterable[Metric]:
-    """The engine's latest load; without one only ``switchboard_engine_up`` (0)."""
+def _engine(engine: EngineMetrics) -> Iterable[Metric]:
+    """The engine's liveness and latest load (zeros before its first report)."""
     up = _gauge("switchboard_engine_up")
-    up.add_metric([], 1.0 if engine and engine["up"] else 0.0)
+    up.add_metric([], 1.0 if engine.up else 0.0)
     yield up
-    if not engine:
-        return
-    for key, name in _ENGINE:
+    for value, name in (
+        (engine.running, "switchboard_engine_running_requests"),
+        (engine.waiting, "switchboard_engine_waiting_requests"),
+        (engine.max_running, "switchboard_engine_max_running_requests"),
+        (engine.token_usage, "switchboard_engine_token_usage_ratio"),
+    ):
         family = _gauge(name)
-        family.add_metric([], float(engine[key]))
+        family.add_metric([], float(value))
         yield family
 
 
-def worker_ids_by_address(snapshot: Mapping[str, Any] | None) -> dict[str, str]:
+def worker_ids_by_address(snapshot: TokenizerRouterMetrics | None) -> dict[str, str]:
     """``{return address: worker id}`` of the workers in a tokenizer router's snapshot.
 
     The detokenizer router knows a worker only by the return address its rows carry;
     this turns its ``worker`` labels into the ids every other family uses.
     """
-    if not snapshot:
+    if snapshot is None:
         return {}
-    rows = [row for row in snapshot.get("workers") or () if row.get("address")]
+    rows = [row for row in snapshot.workers if row.address]
     # Live rows last, so a live worker wins over a departed one that had its address.
-    rows.sort(key=lambda row: bool(row.get("up")))
-    return {str(row["address"]): str(row["worker"]) for row in rows}
+    rows.sort(key=lambda row: bool(row.up))
+    return {row.address: row.worker for row in rows}
 
 
 def router_families(
-    snapshot: Mapping[str, Any], worker_ids: Mapping[str, str] | None = None
+    snapshot: RouterMetrics, worker_ids: Mapping[str, str] | None = None
 ) -> list[Metric]:
     """The families of one router's snapshot; the tokenizer router's include the
     registry, pause and engine families. A traffic ``worker`` that is a key of
     ``worker_ids`` (a return address) is reported as its value (the worker id)."""
-    process = str(snapshot["process"])
-    families = list(_fabric(process, snapshot, worker_ids or {}))
-    if "workers" in snapshot:
+    families = list(_fabric(snapshot.process, snapshot, worker_ids or {}))
+    if isinstance(snapshot, TokenizerRouterMetrics):
         families += _workers(snapshot)
-        families += _engine(snapshot.get("engine"))
+        families += _engine(snapshot.engine)
     return families
 
 

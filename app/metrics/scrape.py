@@ -2,29 +2,36 @@
 
 :class:`HostMetrics` asks each router it knows (``tokenizer_router`` always,
 ``detokenizer_router`` when its control endpoint is configured) for its ``metrics``
-snapshot, all at once and each within ``timeout_s``; a router that does not answer, or
-answers something it cannot read, is reported as ``switchboard_router_up{process} 0``
-with its other families absent. Scraping never fails for a router: it is the
-exposition of what could be read.
+snapshot (:data:`SNAPSHOTS`: the command, and so the reply struct, of each), all at once
+and each within ``timeout_s``; a router that does not answer, or answers something it
+cannot read, is reported as ``switchboard_router_up{process} 0`` with its other
+families absent. Scraping never fails for a router: it is the exposition of what could
+be read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-import msgspec
 from prometheus_client.core import Metric
 
 from app.metrics.exposition import merge_families, multiprocess_families, render
 from app.metrics.families import router_families, router_up_family, worker_ids_by_address
-from router_core.control import AsyncControlClient, ControlError
+from router_core.control import AsyncControlClient, ControlCommand, ControlError
+from router_core.control.commands import DETOK_METRICS, METRICS
+from router_core.control.replies import RouterMetrics, TokenizerRouterMetrics
 
-__all__ = ["MAX_ADDRESSES", "HostMetrics"]
+__all__ = ["MAX_ADDRESSES", "SNAPSHOTS", "HostMetrics"]
+
+#: The ``metrics`` command of each router process, which gives its snapshot's struct.
+SNAPSHOTS: Final[dict[str, ControlCommand[Any, Any]]] = {
+    "tokenizer_router": METRICS,
+    "detokenizer_router": DETOK_METRICS,
+}
 
 #: Worker return addresses remembered across scrapes (a bound, not an expected size).
 MAX_ADDRESSES = 4096
@@ -53,24 +60,26 @@ class HostMetrics:
         #: worker left its registry; the most recently seen :data:`MAX_ADDRESSES`.
         self._worker_ids: dict[str, str] = {}
 
-    async def _read(self, process: str, client: AsyncControlClient) -> Any:
-        """The router's snapshot as plain data, or None if it did not answer."""
+    async def _read(self, process: str, client: AsyncControlClient) -> RouterMetrics | None:
+        """The router's snapshot, or None if it did not answer (or answered another shape)."""
         try:
-            reply = await client.call("metrics", reply_timeout_s=self.timeout_s)
+            snapshot: RouterMetrics = await client.request(
+                SNAPSHOTS[process], reply_timeout_s=self.timeout_s
+            )
         except ControlError as exc:
             self._failed(process, f"no metrics from the {process}: {exc}")
             return None
-        return msgspec.to_builtins(reply)
+        return snapshot
 
     def _families(
-        self, process: str, snapshot: Any, worker_ids: Mapping[str, str]
+        self, process: str, snapshot: RouterMetrics | None, worker_ids: Mapping[str, str]
     ) -> list[Metric] | None:
         """The router's families, or None if its snapshot cannot be read."""
         if snapshot is None:
             return None
         try:
             families = router_families(snapshot, worker_ids)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except ValueError as exc:
             self._failed(process, f"unreadable metrics from the {process}: {exc!r}")
             return None
         if process in self._failing:
@@ -93,9 +102,9 @@ class HostMetrics:
                 strict=True,
             )
         )
-        # An unreadable snapshot is reported with the tokenizer router's families below.
-        with contextlib.suppress(KeyError, TypeError, AttributeError):
-            self._remember(worker_ids_by_address(snapshots.get("tokenizer_router")))
+        tokenizer = snapshots.get("tokenizer_router")
+        if isinstance(tokenizer, TokenizerRouterMetrics):
+            self._remember(worker_ids_by_address(tokenizer))
         worker_ids = self._worker_ids
         read = {name: self._families(name, snapshots[name], worker_ids) for name in names}
         answered = {name: got is not None for name, got in read.items()}

@@ -36,7 +36,7 @@ async def readyz(control: Router) -> Readiness | JSONResponse:
     """200 when the router answers and sees a live engine; 503 (same body) otherwise."""
     status = await control.answers(_READY_TIMEOUT_S)
     readiness = Readiness(
-        router=status is not None, engine=bool(status and status.get("engine_live"))
+        router=status is not None, engine=status is not None and status.engine_live
     )
     if readiness.router and readiness.engine:
         return readiness

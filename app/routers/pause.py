@@ -22,6 +22,7 @@ from app.models import (
     ContinueRequest,
     Operation,
     OperationTimedOut,
+    PauseMode,
     PauseRequest,
     SglangPauseRequest,
 )
@@ -53,15 +54,15 @@ async def _barrier(
     poller: Poller,
     action: Command,
     *,
-    mode: str | None,
+    mode: PauseMode | None,
     timeout_s: float,
 ) -> Operation | JSONResponse:
     """Run ``action`` (pause, with its ``mode``, or continue), audited whatever happens."""
-    args: dict[str, Any] = {"timeout_s": timeout_s}
-    if mode is not None:
-        args["mode"] = mode
     try:
-        operation = await control.barrier(action.name, **args)
+        if mode is None:
+            operation = await control.resume(timeout_s)
+        else:
+            operation = await control.pause(mode, timeout_s)
     except ApiException as exc:
         audit(who.name, action, "all", "error", f"{exc.code}: {exc.message}")
         raise

@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from app.events import (
@@ -20,11 +21,12 @@ from app.events import (
 )
 from app.models import Load, Status, Worker
 from app.views import status_of, workers_of
+from router_core.control.replies import LoadReply, RouterStatus, WorkerView
 
 
-def view(worker_id: str, state: str = "serving", **changes: Any) -> dict[str, Any]:
+def view(worker_id: str, state: str = "serving", **changes: Any) -> WorkerView:
     """A router worker view (``list_workers``) with ``changes``."""
-    return {
+    fields = {
         "worker_id": worker_id,
         "address": f"ipc:///tmp/sb/worker-{worker_id}",
         "pid": 100,
@@ -42,6 +44,7 @@ def view(worker_id: str, state: str = "serving", **changes: Any) -> dict[str, An
         "safe_to_delete": False,
         **changes,
     }
+    return msgspec.convert(fields, WorkerView)
 
 
 def worker(worker_id: str, state: str = "serving", **changes: Any) -> Worker:
@@ -69,9 +72,16 @@ def status(paused: bool = False, ops: tuple[str, ...] = (), **changes: Any) -> S
         }
         for seq, op_id in enumerate(ops, start=1)
     ]
+    load = changes.pop("load", None)
     reply = {
+        "role": "tokenizer_router",
         "pid": 7,
         "uptime_s": 5.0,
+        "last_op_id": ops[-1] if ops else "",
+        "last_op_seq": len(ops),
+        "pending_operations": 0,
+        "counters": {},
+        "backlogs": {},
         "paused": paused,
         "pause_mode": "abort" if paused else None,
         "pause_state_since": 100.0,
@@ -81,7 +91,16 @@ def status(paused: bool = False, ops: tuple[str, ...] = (), **changes: Any) -> S
         "engine_live": True,
         **changes,
     }
-    return status_of(reply, changes.get("load"), "1")
+    return status_of(msgspec.convert(reply, RouterStatus), load_reply(load), "1")
+
+
+def load_reply(fields: dict[str, Any] | None) -> LoadReply | None:
+    """A router ``load`` reply: ``fields`` over zeros (None: no report yet)."""
+    if fields is None:
+        return None
+    zeros = {"running": 0, "waiting": 0, "max_running": 0, "token_usage": 0.0, "step": 0}
+    zeros |= {"taken_ns": 0, "engine_started_ns": 0, "age_s": 0.0}
+    return msgspec.convert(zeros | fields, LoadReply)
 
 
 def load(running: int = 0, **changes: Any) -> Load:

@@ -30,6 +30,7 @@ from app.metrics.exposition import merge_families, multiprocess_families, render
 from app.metrics.families import router_families, router_up_family, worker_ids_by_address
 from app.settings import AdminSettings
 from router_core.control import AsyncControlClient, Command, ControlServer
+from router_core.control.replies import RouterMetrics, TokenizerRouterMetrics
 from router_core.counters import Counters
 from router_core.histogram import HOP_BUCKETS, Histogram
 from router_core.transport import bind, close_bound
@@ -51,6 +52,7 @@ def tokenizer_snapshot() -> dict[str, Any]:
     """What the tokenizer router answers to ``metrics`` (see the contract)."""
     return {
         "process": "tokenizer_router",
+        "pid": 4242,
         "traffic": [
             {"route": "forward", "worker": "w0", "messages": 3, "bytes": 300},
             {"route": "control", "worker": "w0", "messages": 2, "bytes": 40},
@@ -95,6 +97,7 @@ def detokenizer_snapshot() -> dict[str, Any]:
     """What the detokenizer router answers: the fabric families only."""
     return {
         "process": "detokenizer_router",
+        "pid": 4243,
         "traffic": [
             {"route": "detokenize", "worker": "ipc:///run/worker-w0", "messages": 7, "bytes": 700}
         ],
@@ -106,6 +109,17 @@ def detokenizer_snapshot() -> dict[str, Any]:
         },
         "backlog_messages": 0,
     }
+
+
+def tokenizer_metrics(snapshot: dict[str, Any] | None = None) -> TokenizerRouterMetrics:
+    """A tokenizer router snapshot (default: :func:`tokenizer_snapshot`) as the client
+    decodes it."""
+    return msgspec.convert(snapshot or tokenizer_snapshot(), TokenizerRouterMetrics)
+
+
+def detokenizer_metrics(snapshot: dict[str, Any] | None = None) -> RouterMetrics:
+    """A detokenizer router snapshot as the client decodes it."""
+    return msgspec.convert(snapshot or detokenizer_snapshot(), RouterMetrics)
 
 
 def by_name(families: list[Metric]) -> dict[str, Metric]:
@@ -129,7 +143,7 @@ class TestRouterFamilies:
 
     def test_tokenizer_router_families(self) -> None:
         """Fabric, registry, pause and engine families, with the snapshot's values."""
-        families = by_name(router_families(tokenizer_snapshot()))
+        families = by_name(router_families(tokenizer_metrics()))
         assert set(families) == {
             "switchboard_messages",
             "switchboard_message_bytes",
@@ -167,7 +181,7 @@ class TestRouterFamilies:
 
     def test_histogram_buckets_are_spelt_like_prometheus_client(self) -> None:
         """Bounds read as prometheus_client writes them (5e-05, +Inf); count is the +Inf bucket."""
-        hop = by_name(router_families(tokenizer_snapshot()))["switchboard_hop_latency_seconds"]
+        hop = by_name(router_families(tokenizer_metrics()))["switchboard_hop_latency_seconds"]
         bounds = [s.labels["le"] for s in hop.samples if s.name.endswith("_bucket")]
         assert bounds[0] == "5e-05" and bounds[-1] == "+Inf"
         assert value(hop, "switchboard_hop_latency_seconds_count", route="forward") == 2
@@ -176,8 +190,8 @@ class TestRouterFamilies:
 
     def test_detokenizer_addresses_become_worker_ids(self) -> None:
         """The detokenizer router's return addresses are reported as worker ids."""
-        ids = worker_ids_by_address(tokenizer_snapshot())
-        families = by_name(router_families(detokenizer_snapshot(), ids))
+        ids = worker_ids_by_address(tokenizer_metrics())
+        families = by_name(router_families(detokenizer_metrics(), ids))
         messages = families["switchboard_messages"]
         assert value(messages, "switchboard_messages_total", route="detokenize", worker="w0") == 7
         assert "switchboard_workers" not in families and "switchboard_engine_up" not in families
@@ -190,7 +204,9 @@ class TestRouterFamilies:
             {"route": "detokenize", "worker": f"ipc:///gone/{i}", "messages": 1, "bytes": 10}
             for i in range(3)
         ]
-        messages = by_name(router_families(snapshot, {}))["switchboard_messages"]
+        messages = by_name(router_families(detokenizer_metrics(snapshot), {}))[
+            "switchboard_messages"
+        ]
         assert (
             value(messages, "switchboard_messages_total", route="detokenize", worker="unknown") == 3
         )
@@ -204,22 +220,40 @@ class TestRouterFamilies:
             {**snapshot["workers"][0], "worker": "w9", "address": address, "up": 1},
             {**snapshot["workers"][0], "worker": "w1", "address": address, "up": 0},
         ]
-        assert worker_ids_by_address(snapshot) == {address: "w9"}
+        assert worker_ids_by_address(tokenizer_metrics(snapshot)) == {address: "w9"}
 
-    def test_no_engine_load_reports_the_engine_down(self) -> None:
-        """Without a load snapshot only switchboard_engine_up is reported, at 0."""
+    def test_an_engine_without_a_load_reports_the_engine_down(self) -> None:
+        """An engine that is not live, with no load report (the router's zeros), is
+        switchboard_engine_up 0 with its load gauges at 0."""
         snapshot = tokenizer_snapshot()
-        snapshot["engine"] = None
-        families = by_name(router_families(snapshot))
+        snapshot["engine"] = {
+            "up": False,
+            "running": 0,
+            "waiting": 0,
+            "max_running": 0,
+            "token_usage": 0.0,
+        }
+        families = by_name(router_families(tokenizer_metrics(snapshot)))
         assert value(families["switchboard_engine_up"], "switchboard_engine_up") == 0
-        assert "switchboard_engine_running_requests" not in families
+        running = families["switchboard_engine_running_requests"]
+        assert value(running, "switchboard_engine_running_requests") == 0
 
     def test_an_unreadable_snapshot_raises(self) -> None:
-        """A snapshot of another shape raises; the scrape then marks that router down."""
+        """A snapshot of another shape does not decode (the client answers it as a
+        control error); the scrape then marks that router down."""
         snapshot = tokenizer_snapshot()
         del snapshot["traffic"]
-        with pytest.raises(KeyError):
-            router_families(snapshot)
+        with pytest.raises(msgspec.ValidationError):
+            tokenizer_metrics(snapshot)
+
+    def test_buckets_must_end_at_infinity(self) -> None:
+        """A histogram whose buckets stop short of +Inf is refused with ValueError."""
+        snapshot = tokenizer_snapshot()
+        snapshot["histograms"]["pause_barrier_seconds"] = {
+            "pause": {"buckets": [[0.1, 1]], "sum": 0.05, "count": 1}
+        }
+        with pytest.raises(ValueError):
+            router_families(tokenizer_metrics(snapshot))
 
 
 class TestMerge:
@@ -298,8 +332,8 @@ class TestMultiprocess:
         write_worker_metrics(tmp_path)
         families = merge_families(
             [
-                router_families(tokenizer_snapshot()),
-                router_families(detokenizer_snapshot()),
+                router_families(tokenizer_metrics()),
+                router_families(detokenizer_metrics()),
                 multiprocess_families(tmp_path),
             ]
         )
@@ -468,6 +502,17 @@ class TestHostMetrics:
     def test_a_silent_router_is_down_not_an_error(self, run_dir: Path) -> None:
         """A router nobody serves is router_up 0, and its families are absent."""
         parsed = scrape({"tokenizer_router": f"ipc://{run_dir}/nobody"})
+        up = parsed["switchboard_router_up"]
+        assert [(s.labels, s.value) for s in up.samples] == [({"process": "tokenizer_router"}, 0.0)]
+        assert set(parsed) == {"switchboard_router_up"}
+
+    def test_an_unreadable_router_is_down_not_an_error(self, run_dir: Path) -> None:
+        """A router answering a snapshot of another shape is router_up 0, families absent."""
+        broken = tokenizer_snapshot()
+        del broken["traffic"]
+        endpoint = f"ipc://{run_dir}/broken"
+        with SnapshotServer(endpoint, broken):
+            parsed = scrape({"tokenizer_router": endpoint})
         up = parsed["switchboard_router_up"]
         assert [(s.labels, s.value) for s in up.samples] == [({"process": "tokenizer_router"}, 0.0)]
         assert set(parsed) == {"switchboard_router_up"}
