@@ -1,0 +1,219 @@
+/*
+ * The operator's actions, as the command catalogue (GET api/commands) lists them. Each
+ * command with a console action is offered where its scope says: with the pause
+ * controls (a barrier, bound to the [data-command] buttons there), on every worker's
+ * row, or in the engine panel (a button made here); a viewer's token sees the
+ * operator's actions unavailable. A command the catalogue does not list is not offered.
+ */
+
+import { duration, names } from "./format.js";
+import { noteOperation } from "./generation.js";
+import { access, busy, setAvailable, showResult, ui, VIEWER_WHY } from "./page.js";
+import { api } from "./session.js";
+
+const VIEWER_REFUSAL = "This token can view but not operate (viewer).";
+/** A barrier's answer may take its timeout and then some. */
+const BARRIER_GRACE_MS = 15000;
+
+/** How a finished barrier is announced, by command (others: "<label> done"). */
+const BARRIER_DONE = {
+  pause: (op, body) => `Paused (${op.mode ?? body.mode})`,
+  continue: () => "Continued",
+};
+/** What an engine action's answer says, by command (others: "done"). */
+const ENGINE_DONE = {
+  freeze_gc: (body) =>
+    `frozen in ${names(body.frozen) || "nothing"}; forwarded to ${names(body.forwarded_to) || "nobody"}`,
+};
+
+export function describeFailure(what, answer) {
+  if (answer.status === 0) return `${what} failed: the admin app did not answer (${answer.message}).`;
+  if (answer.status === 401) return `${what} refused (401): the token was not accepted.`;
+  if (answer.status === 403) return `${what} refused (403 forbidden): this token can view but not operate.`;
+  const detail = answer.message ? `: ${answer.message}` : "";
+  return `${what} failed (${answer.status} ${answer.code})${detail}`;
+}
+
+/** A command's path relative to the page, its {parameters} filled in. */
+function apiPath(command, parameters = {}) {
+  const path = command.path.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(parameters[name]));
+  return path.replace(/^\//, "");
+}
+
+/** The control holding a body argument's value (data-argument="<name>"). */
+const control = (name) => document.querySelector(`[data-argument="${name}"]`);
+
+function barrierTimeout() {
+  const value = Number(control("timeout_s")?.value);
+  return Number.isFinite(value) && value > 0 && value <= 600 ? value : null;
+}
+
+export class Actions {
+  /** workers: the WorkerTable; onAuthFailure(answer): a 401 or 403 on an action. */
+  constructor({ workers, onAuthFailure }) {
+    this.workers = workers;
+    this.onAuthFailure = onAuthFailure;
+    /** The console commands by name once the catalogue was read (a promise until then). */
+    this.catalogue = null;
+    this.loads = 0;
+    this.generation = [...document.querySelectorAll("[data-command]")];
+    this.engine = [];
+    for (const button of this.generation) {
+      button.addEventListener("click", () => this.barrier(button));
+    }
+  }
+
+  /** Read the catalogue (again, for a new token) and lay out its actions. */
+  load() {
+    const load = ++this.loads;
+    this.catalogue = api("GET", "api/commands").then((answer) => {
+      if (load !== this.loads) return this.catalogue;
+      if (!answer.ok || !Array.isArray(answer.body?.commands)) {
+        // The event stream reports a refused token; a press reads the catalogue again.
+        this.catalogue = null;
+        return null;
+      }
+      return this.adopt(answer.body.commands);
+    });
+    return this.catalogue;
+  }
+
+  adopt(commands) {
+    const offered = new Map(commands.filter((c) => c.console).map((c) => [c.name, c]));
+    const scoped = (scope) => [...offered.values()].filter((c) => c.console.scope === scope);
+    const generation = new Set(scoped("generation").map((c) => c.name));
+    for (const button of this.generation) button.hidden = !generation.has(button.dataset.command);
+    this.workers.setActions(scoped("worker"));
+    this.engine = scoped("engine").map((command) => this.engineButton(command));
+    ui.engineActions.replaceChildren(...this.engine.map(({ button }) => button));
+    ui.engineActions.hidden = this.engine.length === 0;
+    this.offered = offered;
+    this.refresh();
+    return offered;
+  }
+
+  /** The catalogue's entry ``name``, reading the catalogue first if need be. */
+  async command(name) {
+    const offered = (await this.catalogue) ?? (await this.load());
+    return offered?.get(name) ?? null;
+  }
+
+  engineButton(command) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = command.console.label;
+    button.dataset.testid = `${command.name.replaceAll("_", "-")}-button`;
+    button.addEventListener("click", () => this.engineAction(command, button));
+    return { command, button };
+  }
+
+  /** Mark every action available or not for the token's role. */
+  refresh() {
+    for (const button of this.generation) {
+      const command = this.offered?.get(button.dataset.command);
+      const allowed = command ? access.allows(command) : access.role !== "viewer";
+      setAvailable(button, allowed, allowed ? "" : VIEWER_WHY);
+    }
+    for (const { command, button } of this.engine) {
+      const allowed = access.allows(command);
+      setAvailable(button, allowed, allowed ? "" : VIEWER_WHY);
+    }
+    this.workers.refreshButtons();
+  }
+
+  /** Pause or continue (any generation command): a barrier with the controls' values. */
+  async barrier(button) {
+    if (button.getAttribute("aria-disabled") === "true") {
+      showResult("warning", VIEWER_REFUSAL);
+      return;
+    }
+    const timeout = barrierTimeout();
+    if (timeout === null) {
+      showResult("error", "The timeout must be a number of seconds above 0 and at most 600.");
+      control("timeout_s")?.focus();
+      return;
+    }
+    await busy(button, async () => {
+      const command = await this.command(button.dataset.command);
+      if (command === null) {
+        showResult("error", "The admin app did not list this action; reload the page.");
+        return;
+      }
+      const body = {};
+      for (const argument of command.arguments.filter((a) => a.place === "body")) {
+        body[argument.name] =
+          argument.name === "timeout_s" ? timeout : (control(argument.name)?.value ?? argument.default);
+      }
+      const label = body.mode ? `${command.console.label} (${body.mode})` : command.console.label;
+      showResult("info", `${label}: waiting for every worker and the engine to acknowledge…`);
+      const answer = await api(command.method, apiPath(command), body, timeout * 1000 + BARRIER_GRACE_MS);
+      const op = answer.body;
+      if ((answer.status === 200 || answer.status === 504) && op && Array.isArray(op.acked)) {
+        noteOperation(op);
+        const acked = names(op.acked) || "nobody";
+        const took = Number.isFinite(op.elapsed_s) ? ` in ${duration(op.elapsed_s)}` : "";
+        if (answer.status === 200 && op.complete) {
+          const done = BARRIER_DONE[command.name]?.(op, body) ?? `${command.console.label} done`;
+          showResult("ok", `${done}: acknowledged by ${acked}${took}.`, answer.status);
+        } else {
+          const stragglers = names(op.stragglers) || "unknown";
+          showResult(
+            "warning",
+            `${label} timed out after ${timeout} s: no acknowledgement from ${stragglers}. ` +
+              `Acknowledged by ${acked}.`,
+            answer.status,
+          );
+        }
+        return;
+      }
+      this.onAuthFailure(answer);
+      showResult("error", describeFailure(label, answer), answer.status);
+    });
+  }
+
+  /** A worker's action (drain, undrain) from its row. */
+  async workerAction(row, command, button) {
+    const verb = command.console.label;
+    if (button.getAttribute("aria-disabled") === "true") {
+      const st = row.worker?.state ?? "unknown";
+      showResult(
+        "warning",
+        access.allows(command) ? `${verb} ${row.id}: not available while it is ${st}.` : VIEWER_REFUSAL,
+      );
+      return;
+    }
+    await busy(button, async () => {
+      showResult("info", `${verb} ${row.id}…`);
+      const answer = await api(command.method, apiPath(command, { worker_id: row.id }));
+      if (answer.ok && answer.body && answer.body.id === row.id) {
+        this.workers.upsert(answer.body);
+        this.workers.order();
+        const safe = answer.body.safe_to_delete ? "; safe to delete" : "";
+        showResult("ok", `${verb} ${row.id}: now ${answer.body.state}${safe}.`, answer.status);
+        return;
+      }
+      this.onAuthFailure(answer);
+      showResult("error", describeFailure(`${verb} ${row.id}`, answer), answer.status);
+    });
+  }
+
+  /** An action on the whole engine (freeze GC) from the engine panel. */
+  async engineAction(command, button) {
+    const label = command.console.label;
+    if (button.getAttribute("aria-disabled") === "true") {
+      showResult("warning", VIEWER_REFUSAL);
+      return;
+    }
+    await busy(button, async () => {
+      showResult("info", `${label}…`);
+      const answer = await api(command.method, apiPath(command));
+      if (answer.ok && answer.body && typeof answer.body === "object") {
+        const said = ENGINE_DONE[command.name]?.(answer.body) ?? "done";
+        showResult("ok", `${label}: ${said}.`, answer.status);
+        return;
+      }
+      this.onAuthFailure(answer);
+      showResult("error", describeFailure(label, answer), answer.status);
+    });
+  }
+}
