@@ -4,7 +4,9 @@ real stack started by ``switchboard up``, the engine stepping every 20 ms.
 The console is opened with the operator token in the URL fragment; every change it shows
 arrives on ``/api/events``. A pause in place must freeze a streaming ``/generate`` that
 started just before it, Continue must let it finish, and a drained worker must reach
-``drained`` with ``safe_to_delete``, all seen in the page itself.
+``drained`` with ``safe_to_delete``, all seen in the page itself. A straggler, a viewer's
+token and the catalogue's actions are in ``test_admin_console_actions.py``, the console's
+own modules in ``test_admin_console_modules.py``; both use this module's fixtures.
 
 Screenshots go to the test's tmp dir; with ``SWITCHBOARD_TEST_ARTIFACTS`` set the last one
 is also copied to ``tests/artifacts/console.png``.
@@ -15,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -204,6 +205,15 @@ def open_console(browser: Browser, stack: AdminStack, token: str, width: int = 1
     return page
 
 
+def barrier_answer(response: Response, workers: list[str]) -> dict[str, Any]:
+    """The console's POST was answered 200, acknowledged by the engine and each worker."""
+    assert response.status == 200, (response.status, response.text())
+    outcome: dict[str, Any] = response.json()
+    assert outcome["complete"] is True and outcome["stragglers"] == [], outcome
+    assert sorted(outcome["acked"]) == sorted(["engine", *workers]), outcome
+    return outcome
+
+
 class TestOperatorConsole:
     def test_pause_in_place_freezes_a_stream_continue_finishes_it_drain_reaches_safe(
         self, browser: Browser, stack: AdminStack, tmp_path: Path
@@ -244,7 +254,7 @@ class TestOperatorConsole:
             assert stream.failure is None, stream.failure
             with page.expect_response(posted("/api/pause"), timeout=UI_TIMEOUT_MS) as answer:
                 page.get_by_role("button", name="Pause", exact=True).click()
-            pause = self.barrier_answer(answer.value, workers)
+            pause = barrier_answer(answer.value, workers)
             assert pause["mode"] == "in_place"
             assert not stream.done, (
                 f"the stream ended ({stream.completion_tokens} tokens) before the pause "
@@ -279,7 +289,7 @@ class TestOperatorConsole:
 
             with page.expect_response(posted("/api/continue"), timeout=UI_TIMEOUT_MS) as answer:
                 page.get_by_role("button", name="Continue", exact=True).click()
-            resumed = self.barrier_answer(answer.value, workers)
+            resumed = barrier_answer(answer.value, workers)
             stream.finish(timeout=30.0)
             assert stream.status == 200 and stream.done, "the stream did not end with [DONE]"
             assert stream.completion_tokens == TOKENS
@@ -309,14 +319,6 @@ class TestOperatorConsole:
             shots.publish()
             page.close()
 
-    def barrier_answer(self, response: Response, workers: list[str]) -> dict[str, Any]:
-        """The console's POST was answered 200, acknowledged by the engine and each worker."""
-        assert response.status == 200, (response.status, response.text())
-        outcome: dict[str, Any] = response.json()
-        assert outcome["complete"] is True and outcome["stragglers"] == [], outcome
-        assert sorted(outcome["acked"]) == sorted(["engine", *workers]), outcome
-        return outcome
-
     def drain_and_undrain(self, page: Page, worker: str, shots: Screenshots) -> None:
         """Drain ``worker`` from its row until the row shows drained and safe to delete,
         then Undrain it back to serving."""
@@ -336,167 +338,3 @@ class TestOperatorConsole:
         assert answer.value.status == 200, answer.value.text()
         expect(row).to_have_attribute("data-state", "serving")
         expect(safe).to_have_attribute("data-safe", "false")
-
-    def test_a_pause_timing_out_names_the_straggler_as_a_warning(
-        self, browser: Browser, stack: AdminStack
-    ) -> None:
-        """With one worker stopped (SIGSTOP), Pause with a 1 s timeout answers 504 and
-        the page warns, naming that worker as the straggler, in the live region and in the
-        operations list; Continue after it resumes is acknowledged by everyone."""
-        from playwright.sync_api import expect
-
-        expect.set_options(timeout=UI_TIMEOUT_MS)
-        workers = live_worker_ids(stack)
-        straggler = workers[-1]
-        with stack.client() as client:
-            pid = client.get(f"/api/workers/{straggler}").raise_for_status().json()["pid"]
-        page = open_console(browser, stack, stack.operator_token)
-        try:
-            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
-            page.get_by_label("Pause mode").select_option("abort")
-            page.get_by_label("Timeout (s)").fill("1")
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                with page.expect_response(posted("/api/pause")) as answer:
-                    by_testid(page, "pause-button").click()
-            finally:
-                os.kill(pid, signal.SIGCONT)
-            assert answer.value.status == 504, answer.value.text()
-            outcome = answer.value.json()
-            assert outcome["stragglers"] == [straggler], outcome
-
-            result = by_testid(page, "op-result")
-            expect(result).to_have_attribute("data-kind", "warning")
-            expect(result).to_contain_text(f"no acknowledgement from {straggler}")
-            operation = by_testid(page, f"operation-{outcome['op_id']}")
-            expect(operation).to_have_attribute("data-complete", "false")
-            expect(operation).to_have_attribute("data-stragglers", straggler)
-            expect(operation).to_contain_text(f"No acknowledgement: {straggler}")
-
-            with page.expect_response(posted("/api/continue")) as answer:
-                by_testid(page, "continue-button").click()
-            self.barrier_answer(answer.value, workers)
-            expect(by_testid(page, "pause-state")).to_have_attribute("data-paused", "false")
-            expect(by_testid(page, f"worker-row-{straggler}")).to_have_attribute(
-                "data-state", "serving"
-            )
-        finally:
-            page.close()
-
-    def test_viewer_token_is_refused_actions_and_bad_token_asks_again(
-        self, browser: Browser, stack: AdminStack
-    ) -> None:
-        """A viewer token sees the workers with the actions marked unavailable from the
-        start (the page asks /api/whoami), and Pause explains why without calling the
-        API; an unknown token brings back the labelled token prompt saying 401, and a
-        good token typed there connects."""
-        from playwright.sync_api import expect
-
-        expect.set_options(timeout=UI_TIMEOUT_MS)
-        problems = PageProblems()
-        page = open_console(browser, stack, stack.viewer_token)
-        try:
-            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
-            problems.watch(page)
-            expect(by_testid(page, "viewer-note")).to_be_visible()
-            expect(by_testid(page, "pause-button")).to_have_attribute("aria-disabled", "true")
-            posts: list[str] = []
-            page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
-            # Playwright will not click an aria-disabled button; a keyboard user can press it.
-            by_testid(page, "pause-button").focus()
-            page.keyboard.press("Enter")
-            expect(by_testid(page, "op-result")).to_contain_text("view but not operate")
-            assert posts == [], "a viewer's Pause must not call the API"
-            expect(by_testid(page, "pause-state")).to_have_attribute("data-paused", "false")
-
-            page.goto(f"{stack.admin_url}/#token=not-a-token")
-            expect(by_testid(page, "token-error")).to_contain_text("401")
-            expect(by_testid(page, "connection")).to_have_attribute(
-                "data-connection", "unauthorized"
-            )
-            page.get_by_label("Access token", exact=True).fill(stack.operator_token)
-            page.get_by_label("Access token", exact=True).press("Enter")
-            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
-            expect(by_testid(page, "token-panel")).to_be_hidden()
-            assert not problems.errors, problems.errors
-        finally:
-            page.close()
-
-
-#: Comments, CRLF and CR line ends, multi-line data, a field without its space, and an
-#: event with no data (not dispatched): what SseParser must make of it.
-SSE_TEXT = (
-    ": keep-alive\n\n"
-    'event: snapshot\ndata: {"a": 1}\n\n'
-    "event: worker\r\ndata: line one\r\ndata: line two\r\n\r\n"
-    "data: plain\r\r"
-    "id: 7\nretry: 100\nevent: empty\n\n"
-    'event:load\ndata:{"x": 2}\n\n'
-)
-SSE_EVENTS = [
-    ["snapshot", '{"a": 1}'],
-    ["worker", "line one\nline two"],
-    ["message", "plain"],
-    ["load", '{"x": 2}'],
-]
-
-
-class TestConsoleModules:
-    """The console's own modules, loaded in the browser from the admin app."""
-
-    def test_sse_parser_reads_the_same_events_however_the_stream_is_cut(
-        self, browser: Browser, stack: AdminStack
-    ) -> None:
-        """Fed in chunks of every size from 1 byte to the whole text, the parser yields
-        exactly the same events (a CRLF split between chunks included)."""
-        page = browser.new_page()
-        try:
-            page.goto(f"{stack.admin_url}/")
-            outcomes = page.evaluate(
-                """async (text) => {
-                    const { SseParser } = await import("/static/sse.js");
-                    const outcomes = [];
-                    for (let size = 1; size <= text.length; size++) {
-                        const seen = [];
-                        const parser = new SseParser((type, data) => seen.push([type, data]));
-                        for (let i = 0; i < text.length; i += size) {
-                            parser.feed(text.slice(i, i + size));
-                        }
-                        outcomes.push(seen);
-                    }
-                    return outcomes;
-                }""",
-                SSE_TEXT,
-            )
-        finally:
-            page.close()
-        assert len(outcomes) == len(SSE_TEXT)
-        wrong = {size + 1: seen for size, seen in enumerate(outcomes) if seen != SSE_EVENTS}
-        assert not wrong, wrong
-
-    def test_throughput_bins_are_rates_per_second_with_idle_gaps_and_restarts(
-        self, browser: Browser, stack: AdminStack
-    ) -> None:
-        """Counts rising 50 a second read as 50/s bins (none before the first sample); a
-        count that stood still between sparse samples reads as zeros then the rise in the
-        last second; a count that went down (a restarted worker) starts over."""
-        page = browser.new_page()
-        try:
-            page.goto(f"{stack.admin_url}/")
-            steady, gap, restarted = page.evaluate(
-                """async () => {
-                    const { ThroughputHistory } = await import("/static/throughput.js");
-                    const history = new ThroughputHistory();
-                    for (let t = 0; t <= 10; t++) history.observe(1000 + t, t * 50);
-                    const steady = history.bins(1010);
-                    history.observe(1020, 530);
-                    const gap = history.bins(1020).slice(-10);
-                    history.observe(1021, 5);
-                    return [steady, gap, history.bins(1021)];
-                }"""
-            )
-        finally:
-            page.close()
-        assert steady == [None] * 50 + [50] * 10
-        assert gap == [0] * 9 + [30]
-        assert restarted == [None] * 60
