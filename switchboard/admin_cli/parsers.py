@@ -8,7 +8,6 @@ process builds the parser.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any, Final
 
 from app.catalogue import (
@@ -19,6 +18,7 @@ from app.catalogue import (
     Command,
     by_cli_name,
 )
+from switchboard.cli.support import seconds
 
 __all__ = [
     "BARRIER_GRACE_S",
@@ -58,16 +58,6 @@ exit status:
 """
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url", help=f"the admin app (env SWITCHBOARD_ADMIN_URL; default {DEFAULT_URL})"
@@ -86,7 +76,7 @@ def _add_argument(parser: argparse.ArgumentParser, argument: Argument) -> None:
             f"{BARRIER_GRACE_S:g} s longer)"
         )
         parser.add_argument(
-            argument.cli_flag, dest="timeout", type=_seconds, metavar="S", help=help_text
+            argument.cli_flag, dest="timeout", type=seconds, metavar="S", help=help_text
         )
     else:
         parser.add_argument(
@@ -115,7 +105,7 @@ def add_parsers(sub: Any) -> None:
         if TIMEOUT not in entry.arguments:
             parser.add_argument(
                 "--timeout",
-                type=_seconds,
+                type=seconds,
                 metavar="S",
                 help=f"HTTP timeout in seconds (default {DEFAULT_HTTP_TIMEOUT_S:g})",
             )
