@@ -251,6 +251,23 @@ class TestDrain:
         assert one_line(done, "undrain").endswith("(conflict, HTTP 409)")
 
 
+class TestFreezeGc:
+    """freeze-gc: the router freezes its collector and asks the engine to."""
+
+    def test_freeze_gc(self, stack: AdminStack) -> None:
+        """Who froze and who was asked, as lines and as the API's JSON."""
+        lines = succeeded(cli(stack, "freeze-gc")).splitlines()
+        assert lines == ["frozen        tokenizer_router", "forwarded to  engine"]
+        answer = json.loads(succeeded(cli(stack, "freeze-gc", "--json")))
+        assert answer == {"frozen": ["tokenizer_router"], "forwarded_to": ["engine"]}
+
+    def test_viewer_cannot_freeze(self, stack: AdminStack) -> None:
+        """A viewer token is forbidden (403): exit 3."""
+        done = cli(stack, "freeze-gc", token=stack.viewer_token)
+        assert done.returncode == EXIT_UNAVAILABLE
+        assert "HTTP 403" in one_line(done, "freeze-gc")
+
+
 class TestRefusals:
     """Bad or missing tokens and an unreachable app exit 3, never echoing a token."""
 
