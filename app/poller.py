@@ -53,7 +53,7 @@ class EventPoller:
                 if self.router_answers is not False:
                     logger.warning("cannot read the router for events: %s", exc.message)
                 self.router_answers = False
-            except Exception:  # a reply it cannot read (version skew): keep polling
+            except Exception:  # a view the API's models refuse (version skew): keep polling
                 logger.exception("cannot make sense of the router's answer")
                 self.router_answers = False
             else:

@@ -142,6 +142,16 @@ class TestRoutes:
         """Every route but the page and the probes is a catalogue entry's."""
         assert set(served()) - OPEN_ROUTES == catalogued()
 
+    def test_the_app_serves_every_router(self, client: TestClient) -> None:
+        """The app's schema lists exactly the routers' documented routes."""
+        documented = {
+            (method.upper(), path)
+            for path, operations in client.get("/openapi.json").json()["paths"].items()
+            for method in operations
+        }
+        in_schema = {key for key, route in served().items() if route.include_in_schema}
+        assert documented == in_schema
+
     @pytest.mark.parametrize("entry", COMMANDS, ids=[entry.name for entry in COMMANDS])
     def test_route_checks_the_entrys_role(self, client: TestClient, entry: Command) -> None:
         """No token is 401 everywhere; a viewer's token is 403 exactly where an operator's
