@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import running_in_ci
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 FILES = ("prometheus.yml", "alerts.yml", "alerts_test.yml")
 #: Every alert the rules must define (issue 5, and the admin app's router_up gauge).
 ALERTS = frozenset(

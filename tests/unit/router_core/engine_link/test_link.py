@@ -47,7 +47,7 @@ from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, Batch
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
 from tests.support.eventually import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 #: How long a receive may wait before the test fails instead of hanging.
 WAIT_MS = 2000
 OWNER = "ipc:///tmp/sb-unit/worker-w0"

@@ -26,7 +26,7 @@ from tests.support.import_graph import (
     tier_violations,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SOURCE_ROOTS = ("router_core", "httpkit", "app", "switchboard")
 #: The one place that pickles on purpose: the seed-style baseline the router bench beats.
 PICKLE_ALLOWED = frozenset({Path("switchboard/bench/naive.py")})

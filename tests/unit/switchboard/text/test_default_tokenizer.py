@@ -64,7 +64,7 @@ class TestExports:
 
     def test_router_core_does_not_import_text(self) -> None:
         """No router_core source imports switchboard.text (the text layer sits above it)."""
-        root = Path(__file__).resolve().parents[2] / "router_core"
+        root = Path(__file__).resolve().parents[4] / "router_core"
         offenders = [
             str(path)
             for path in root.rglob("*.py")
