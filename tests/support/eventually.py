@@ -24,6 +24,9 @@ T = TypeVar("T")
 #: Seconds between attempts unless the caller says otherwise.
 DEFAULT_INTERVAL_S = 0.02
 
+#: What the attempt-count bound assumes one attempt takes when ``interval`` is 0.
+_SHORTEST_ATTEMPT_S = 0.001
+
 
 class PollTimeout(AssertionError):
     """A condition did not hold within its bounds (an assertion failure of the test)."""
@@ -39,11 +42,14 @@ class _Attempts:
         attempts: int | None,
         retry_on: tuple[type[Exception], ...],
     ) -> None:
-        if timeout < 0 or interval <= 0:
-            raise ValueError(f"need timeout >= 0 and interval > 0, got {timeout}, {interval}")
+        if timeout < 0 or interval < 0:
+            raise ValueError(f"need timeout >= 0 and interval >= 0, got {timeout}, {interval}")
         self.timeout = timeout
         self.interval = interval
-        self.limit = attempts if attempts is not None else math.ceil(timeout / interval) + 1
+        # Interval 0 tries again at once (a probe that makes a request takes time of its
+        # own); the count bound then allows one attempt per millisecond of the deadline.
+        per_attempt = max(interval, _SHORTEST_ATTEMPT_S)
+        self.limit = attempts if attempts is not None else math.ceil(timeout / per_attempt) + 1
         if self.limit < 1:
             raise ValueError(f"need at least one attempt, got {attempts}")
         self.retry_on = retry_on

@@ -83,14 +83,30 @@ class TestWaitUntil:
             wait_until(_raise(KeyError("x")), 5.0, retry_on=(ConnectionError,))
 
     @pytest.mark.parametrize(
-        ("timeout", "interval", "attempts"), [(-1, 0.1, None), (1, 0, None), (1, 0.1, 0)]
+        ("timeout", "interval", "attempts"), [(-1, 0.1, None), (1, -0.1, None), (1, 0.1, 0)]
     )
     def test_bounds_are_checked(
         self, timeout: float, interval: float, attempts: int | None
     ) -> None:
-        """A negative timeout, a non-positive interval or no attempts is refused."""
+        """A negative timeout, a negative interval or no attempts is refused."""
         with pytest.raises(ValueError):
             wait_until(lambda: True, timeout, interval=interval, attempts=attempts)
+
+
+class TestNoInterval:
+    """Interval 0 retries at once, still bounded by the deadline and a count."""
+
+    def test_zero_interval_retries_until_true(self) -> None:
+        """A probe true on its third call is returned without sleeping between calls."""
+        calls = iter([None, None, "ok"])
+        assert wait_until(lambda: next(calls), 1.0, "ok", 0) == "ok"
+
+    def test_zero_interval_is_bounded_by_count(self) -> None:
+        """A never-true probe at interval 0 stops after one attempt per ms of deadline."""
+        made = []
+        with pytest.raises(PollTimeout):
+            wait_until(lambda: made.append(1), 0.01, "never", 0)
+        assert 1 <= len(made) <= 11
 
 
 def _raise(error: Exception) -> object:
