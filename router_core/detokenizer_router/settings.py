@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from router_core.detokenizer_router.picker import StickyKey
 from router_core.endpoints import DetokenizerRouterEndpoints
-from router_core.settings_fields import flagged
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
+from router_core.settings_fields import flagged
 
 __all__ = ["DetokenizerRouterSettings"]
 
@@ -22,7 +22,7 @@ class DetokenizerRouterSettings:
 
     endpoints: DetokenizerRouterEndpoints
     # flagged() is dataclasses.field() with metadata: the default is the string below.
-    sticky_key: StickyKey = flagged(  # noqa: RUF009
+    sticky_key: StickyKey = flagged(
         "worker",
         help="worker: each worker to the least-used detokenizer when first seen; "
         "worker-crc32: crc32(worker address) % M, as the seed; request: crc32(rid) % M",

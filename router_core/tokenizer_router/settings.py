@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from router_core.endpoints import RouterEndpoints
-from router_core.settings_fields import flagged
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
+from router_core.settings_fields import flagged
 
 __all__ = ["RouterSettings"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from router_core.settings_fields import flagged
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
+from router_core.settings_fields import flagged
 from switchboard.text import Tokenizer
 
 __all__ = ["DetokenizerSettings", "OutputsTo"]

@@ -127,7 +127,7 @@ class DemoSettings:
     """A settings class of every kind of flagged field, and one unflagged."""
 
     name: str = flagged(help="required, no default")
-    mode: Mode = flagged("fast", help="a choice")  # noqa: RUF009 (a dataclass field)
+    mode: Mode = flagged("fast", help="a choice")
     wait_s: float = flagged(1.5, help="a 100% duration", aliases=("--wait",), bound="positive")
     count: int = flagged(3, help="a count", flag="--how-many", bound="non_negative")
     hidden: int = 7
