@@ -17,9 +17,9 @@ import pytest
 
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
+from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 from router_core.settings_fields import flag_specs
 from router_core.tokenizer_router.settings import RouterSettings
-from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 from router_core.worker_link import WorkerLinkSettings
 from switchboard import __version__
 from switchboard.cli import ADMIN_COMMANDS, COMMAND_GROUPS, SUBCOMMANDS, build_parser, main
