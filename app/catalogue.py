@@ -60,7 +60,8 @@ class Argument:
     """One argument of a command: ``name`` as it is on the wire, ``place`` where it goes.
 
     ``cli_flag`` is its option on the command line (``None``: a positional argument
-    shown as ``metavar``); ``default`` is what the API assumes when it is left out.
+    shown as ``metavar``), ``cli_aliases`` older spellings of it that are still accepted;
+    ``default`` is what the API assumes when it is left out.
     """
 
     name: str
@@ -69,6 +70,7 @@ class Argument:
     choices: tuple[str, ...] = ()
     default: str | float | None = None
     cli_flag: str | None = None
+    cli_aliases: tuple[str, ...] = ()
     metavar: str | None = None
 
 
@@ -139,7 +141,9 @@ TIMEOUT = Argument(
     "body",
     "seconds every worker and the engine get to acknowledge",
     default=DEFAULT_BARRIER_TIMEOUT_S,
-    cli_flag="--timeout",
+    # Durations end in -s on every command line; --timeout is the old spelling.
+    cli_flag="--timeout-s",
+    cli_aliases=("--timeout",),
     metavar="S",
 )
 WORKER_ID = Argument("worker_id", "path", "the worker's id", metavar="ID")

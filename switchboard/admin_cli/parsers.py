@@ -76,7 +76,12 @@ def _add_argument(parser: argparse.ArgumentParser, argument: Argument) -> None:
             f"{BARRIER_GRACE_S:g} s longer)"
         )
         parser.add_argument(
-            argument.cli_flag, dest="timeout", type=seconds, metavar="S", help=help_text
+            argument.cli_flag,
+            *argument.cli_aliases,
+            dest="timeout",
+            type=seconds,
+            metavar="S",
+            help=help_text,
         )
     else:
         parser.add_argument(
@@ -104,7 +109,9 @@ def add_parsers(sub: Any) -> None:
         _add_connection(parser)
         if TIMEOUT not in entry.arguments:
             parser.add_argument(
-                "--timeout",
+                TIMEOUT.cli_flag or "--timeout-s",
+                *TIMEOUT.cli_aliases,
+                dest="timeout",
                 type=seconds,
                 metavar="S",
                 help=f"HTTP timeout in seconds (default {DEFAULT_HTTP_TIMEOUT_S:g})",

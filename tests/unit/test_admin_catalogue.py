@@ -212,6 +212,15 @@ class TestCli:
         assert parser.parse_args(["drain", "w7"]).worker_id == "w7"
         assert parser.parse_args(["freeze-gc"]).timeout is None
 
+    @pytest.mark.parametrize("command", ["pause", "continue", "status", "drain"])
+    def test_timeout_is_spelt_with_seconds_and_the_old_way(self, command: str) -> None:
+        """``--timeout-s`` and its old spelling ``--timeout`` set the same value."""
+        parser, _ = self.parser()
+        words = [command, "w1"] if command == "drain" else [command]
+        new = parser.parse_args([*words, "--timeout-s", "2.5"])
+        old = parser.parse_args([*words, "--timeout", "2.5"])
+        assert new.timeout == old.timeout == 2.5
+
     def test_freeze_gc(self, capsys: pytest.CaptureFixture[str]) -> None:
         """``switchboard freeze-gc`` posts to the entry's path and prints who froze."""
         seen: list[httpx.Request] = []
