@@ -10,6 +10,7 @@ import pytest
 from router_core.endpoints import (
     DetokenizerRouterEndpoints,
     EndpointError,
+    EngineEndpoints,
     RouterEndpoints,
     check_endpoint,
     worker_address,
@@ -101,3 +102,31 @@ class TestLayouts:
         endpoints = RouterEndpoints.in_run_dir(tmp_path)
         encoded = msgspec.json.encode(endpoints)
         assert msgspec.json.decode(encoded, type=RouterEndpoints) == endpoints
+
+
+class TestEngineEndpoints:
+    """EngineEndpoints: the engine's side of the routers' run-directory layout."""
+
+    def test_default_points_at_the_detokenizer_router(self) -> None:
+        """inbound/events are the router's engine/engine_events; outputs the detok inbound."""
+        ep = EngineEndpoints.in_run_dir("/run/sb")
+        router = RouterEndpoints.in_run_dir("/run/sb")
+        assert ep.inbound == router.engine == "ipc:///run/sb/engine"
+        assert ep.events == router.engine_events
+        assert ep.outputs == DetokenizerRouterEndpoints.in_run_dir("/run/sb", 2).inbound
+
+    def test_outputs_via_router(self) -> None:
+        """outputs_via='router' sends outputs to the tokenizer router's outputs."""
+        ep = EngineEndpoints.in_run_dir(Path("/run/sb"), outputs_via="router")
+        assert ep.outputs == RouterEndpoints.in_run_dir("/run/sb").outputs
+
+    def test_unknown_route_refused(self) -> None:
+        """Any other outputs_via is a ValueError."""
+        with pytest.raises(ValueError, match="outputs_via"):
+            EngineEndpoints.in_run_dir("/run/sb", outputs_via="sideways")  # type: ignore[arg-type]
+
+    def test_frozen(self) -> None:
+        """Endpoints cannot be changed after creation."""
+        ep = EngineEndpoints.in_run_dir("/run/sb")
+        with pytest.raises(AttributeError):
+            ep.inbound = "ipc:///elsewhere"  # type: ignore[misc]
