@@ -14,25 +14,9 @@ import zmq
 
 import router_core
 from router_core.endpoints import EndpointError
-from router_core.engine_link import (
-    Command,
-    EngineEndpoints,
-    EngineLink,
-    Request,
-)
-from router_core.wire import (
-    Header,
-    Kind,
-    encode_header,
-    encode_payload,
-    frame_message,
-)
-from router_core.wire.control import (
-    ContinueRequest,
-    FreezeGC,
-    LoadSnapshot,
-    PauseRequest,
-)
+from router_core.engine_link import Command, EngineEndpoints, EngineLink, Request
+from router_core.wire import Header, Kind, encode_header, encode_payload, frame_message
+from router_core.wire.control import ContinueRequest, FreezeGC, LoadSnapshot, PauseRequest
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
 from tests.unit.router_core.engine_link.router_side import (
     OWNER,

@@ -10,22 +10,9 @@ import msgspec
 import pytest
 import zmq
 
-from router_core.engine_link import (
-    MAX_BATCH_ROWS,
-    EngineEndpoints,
-    EngineLink,
-)
-from router_core.wire import (
-    Kind,
-    WireError,
-    combine_rows,
-    decode_header,
-    decode_message,
-)
-from router_core.wire.control import (
-    FreezeGC,
-    LoadSnapshot,
-)
+from router_core.engine_link import MAX_BATCH_ROWS, EngineEndpoints, EngineLink
+from router_core.wire import Kind, WireError, combine_rows, decode_header, decode_message
+from router_core.wire.control import FreezeGC, LoadSnapshot
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 from tests.support.eventually import wait_until
 from tests.unit.router_core.engine_link.router_side import (
