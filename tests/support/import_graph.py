@@ -13,7 +13,7 @@ module also runs its parent packages' ``__init__``; that is not an import edge (
 package's ``__init__`` re-exporting its submodules is not a cycle between them), but
 :meth:`ImportGraph.loading_path`, which asks what importing a module loads, follows it.
 
-The house rules (``tests/unit/test_house_rules.py``) read this graph: no cycles between
+The house rules (``tests/unit/house_rules/``) read this graph: no cycles between
 modules or top-level packages, and no zmq behind a pure module.
 """
 
