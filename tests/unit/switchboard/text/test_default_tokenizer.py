@@ -1,9 +1,8 @@
-"""Tests for the tokenizer wrapper, loading from a path, and the trained, cached default."""
+"""Tests for the default tokenizer (switchboard.text.default_tokenizer): a real byte-level
+subword tokenizer, trained from the bundled corpus and cached."""
 
 from __future__ import annotations
 
-import importlib
-import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from switchboard.text import Tokenizer, TokenizerLoadError, load_tokenizer
+from switchboard.text import Tokenizer
 from switchboard.text import default_tokenizer as default_module
 from switchboard.text.default_tokenizer import (
     DEFAULT_SETTINGS,
@@ -41,36 +40,6 @@ RARE_WORDS = [" zygomorphic", " antidisestablishmentarianism", " quokkas", " xyl
 def cached_files(cache_dir: Path) -> list[Path]:
     """Every file under ``cache_dir``, temporary files included."""
     return sorted(path for path in cache_dir.rglob("*") if path.is_file())
-
-
-class TestExports:
-    """The text package's public names are honest and it stays out of router_core."""
-
-    @pytest.mark.parametrize(
-        "name",
-        [
-            "switchboard.text",
-            "switchboard.text.default_tokenizer",
-            "switchboard.text.incremental",
-            "switchboard.text.stop",
-            "switchboard.text.tokenizer",
-        ],
-    )
-    def test_all_names_exist(self, name: str) -> None:
-        """Every name in the module's __all__ is defined there, once."""
-        module = importlib.import_module(name)
-        assert [item for item in module.__all__ if not hasattr(module, item)] == []
-        assert len(set(module.__all__)) == len(module.__all__)
-
-    def test_router_core_does_not_import_text(self) -> None:
-        """No router_core source imports switchboard.text (the text layer sits above it)."""
-        root = Path(__file__).resolve().parents[4] / "router_core"
-        offenders = [
-            str(path)
-            for path in root.rglob("*.py")
-            if "switchboard.text" in path.read_text(encoding="utf-8")
-        ]
-        assert offenders == []
 
 
 class TestDefaultTokenizer:
@@ -225,51 +194,3 @@ class TestDefaultCache:
         monkeypatch.delenv("SWITCHBOARD_CACHE_DIR")
         monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
         assert default_cache_dir() == Path("/xdg/switchboard")
-
-
-class TestLoadFromPath:
-    """load_tokenizer(PATH) takes any tokenizer.json and fails clearly."""
-
-    @pytest.fixture
-    def saved(self, default_tokenizer: Tokenizer, tmp_path: Path) -> Path:
-        """The default tokenizer written to a model-style directory."""
-        path = tmp_path / "model" / "tokenizer.json"
-        path.parent.mkdir()
-        default_tokenizer.backend.save(str(path))
-        return path
-
-    def test_loads_file_and_directory(self, default_tokenizer: Tokenizer, saved: Path) -> None:
-        """A tokenizer.json path, or its directory, loads and encodes identically."""
-        text = "Ein Zug nach München 🚆"
-        for path in (saved, saved.parent, str(saved)):
-            loaded = load_tokenizer(path)
-            assert loaded.encode(text) == default_tokenizer.encode(text)
-            assert loaded.source == str(saved)
-
-    def test_missing_file_names_path(self, tmp_path: Path) -> None:
-        """A missing file raises TokenizerLoadError naming the path."""
-        missing = tmp_path / "nope" / "tokenizer.json"
-        with pytest.raises(TokenizerLoadError, match="not found") as caught:
-            load_tokenizer(missing)
-        assert str(missing) in str(caught.value)
-
-    @pytest.mark.parametrize("content", ["{not json", '{"model": 3}', "\udcff"])
-    def test_invalid_file_names_path(self, tmp_path: Path, content: str) -> None:
-        """A file that is not a tokenizer raises TokenizerLoadError naming the path."""
-        path = tmp_path / "tokenizer.json"
-        path.write_bytes(content.encode("utf-8", "surrogateescape"))
-        with pytest.raises(TokenizerLoadError) as caught:
-            load_tokenizer(path)
-        assert str(path) in str(caught.value)
-
-    def test_eos_from_config_beside_file(self, saved: Path) -> None:
-        """tokenizer_config.json beside the file names the EOS token."""
-        config = {"eos_token": {"content": "<|im_end|>"}}
-        saved.with_name("tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
-        assert load_tokenizer(saved).eos_token_id == 3
-        assert load_tokenizer(saved, eos_token="<|pad|>").eos_token_id == 1
-
-    def test_unknown_eos_token_is_an_error(self, saved: Path) -> None:
-        """An EOS token that is not in the vocabulary is refused."""
-        with pytest.raises(TokenizerLoadError, match="not in the vocabulary"):
-            load_tokenizer(saved, eos_token="<|nope|>")
