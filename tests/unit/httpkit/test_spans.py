@@ -1,7 +1,7 @@
 """HTTP server spans and route templates (``httpkit.spans``), over a small FastAPI app.
 
 Spans go to an in-memory exporter; tracing is shut down after each test, so no tracer
-leaks into the next. Without tracing the middleware is not installed at all.
+leaks into the next.
 """
 
 from __future__ import annotations
@@ -10,39 +10,16 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from httpkit.spans import OTHER_ROUTE, RouteTemplates, ServerSpans, server_traceparent
+from httpkit.spans import OTHER_ROUTE, ServerSpans
 from router_core import tracing
-from switchboard.worker.metrics import NO_METRICS
-from switchboard.worker.observe import HttpMetrics, install_observers
+from tests.unit.httpkit.small_app import small_app
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 SAMPLED = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
-
-items = APIRouter(prefix="/api")
-
-
-@items.get("/items/{item_id}")
-async def get_item(item_id: str) -> dict[str, str]:
-    """The item, and the traceparent its handler would send on."""
-    return {"item": item_id, "traceparent": server_traceparent()}
-
-
-@items.post("/fail")
-async def fail() -> None:
-    """Always a server error."""
-    raise RuntimeError("boom")
-
-
-def small_app() -> tuple[FastAPI, RouteTemplates]:
-    """An app with one parametrised route, one failing route, and its route templates."""
-    app = FastAPI()
-    app.include_router(items)
-    return app, RouteTemplates([*app.router.routes, *items.routes])
 
 
 @pytest.fixture
@@ -119,13 +96,3 @@ class TestServerSpans:
         (span,) = exporter.get_finished_spans()
         assert span.parent is None and span.context.trace_id != int(TRACE_ID, 16)
         assert answer.json()["traceparent"].split("-")[1] == f"{span.context.trace_id:032x}"
-
-    def test_tracing_off_installs_nothing(self) -> None:
-        """With tracing and metrics off a worker adds no observing middleware at all."""
-        assert not tracing.enabled()
-        app, routes = small_app()
-        install_observers(app, NO_METRICS, routes)
-        kinds = {entry.cls for entry in app.user_middleware}
-        assert ServerSpans not in kinds and HttpMetrics not in kinds
-        with TestClient(app) as client:
-            assert client.get("/api/items/1").json()["traceparent"] == ""

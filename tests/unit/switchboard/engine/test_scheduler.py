@@ -13,7 +13,6 @@ from switchboard.engine import (
     StepResult,
     embedding_for,
     generated_token,
-    text_token_pool,
 )
 
 POOL = tuple(range(10, 110))  # 100 ids
@@ -55,24 +54,6 @@ class TestTokenRule:
         scheduler.admit(seq("a", [4, 9], max_new_tokens=6))
         assert run_to_end(scheduler)["a"] == predicted([4, 9], 6, seed=5)
         assert [generated_token(POOL, [4, 9], i, 5) for i in range(6)] == predicted([4, 9], 6, 5)
-
-    def test_pool_holds_printable_non_special_ids(self) -> None:
-        """The pool skips special ids and ids that do not decode to printable text."""
-        texts = {0: "<eos>", 1: "\x07", 2: "\ufffd", 3: "", 4: "hi", 5: " there"}
-        pool = text_token_pool(6, lambda ids: texts[ids[0]], special_ids=[0])
-        assert pool == (4, 5)
-        with pytest.raises(ValueError):
-            text_token_pool(4, lambda ids: texts[ids[0]], special_ids=[0])
-
-    def test_default_tokenizer_decodes_generated_tokens_to_text(self) -> None:
-        """With the default tokenizer the generated ids decode to printable text."""
-        from switchboard.text import load_tokenizer
-
-        tokenizer = load_tokenizer()
-        pool = text_token_pool(tokenizer.vocab_size, tokenizer.decode, tokenizer.special_token_ids)
-        ids = [generated_token(pool, [17, 42], i) for i in range(32)]
-        text = tokenizer.decode(ids)
-        assert text.strip() and "\ufffd" not in text and tokenizer.eos_token_id not in ids
 
     def test_embeddings_are_deterministic_unit_vectors(self) -> None:
         """An embedding request finishes in one step with the predicted unit vector."""
