@@ -2,7 +2,8 @@
 
 A message is validated once here (header decodes, fits its kind, frame count matches)
 and only then handed to a router's handler; every failure is counted under ``rejected``
-with a reason, and the loop goes on.
+with a reason, and the loop goes on. The worker link validates its inbound messages with
+:func:`accept` too, under its own frame-count rule.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from router_core.transport import (
 )
 from router_core.wire import Header, WireError, decode_header, encode_header, payload_frame_count
 
-__all__ = ["BUDGET", "BoundSockets", "Handler", "accept", "drain", "regroup"]
+__all__ = ["BUDGET", "BoundSockets", "FrameCount", "Handler", "accept", "drain", "regroup"]
 
 #: Messages handled per socket per loop iteration, so one busy socket cannot starve the
 #: others (or the timers).
@@ -34,15 +35,29 @@ BUDGET: Final = 512
 #: A router's handler for one validated message.
 Handler = Callable[[Header, list[FrameLike]], None]
 
+#: How many payload frames must follow a header (the wire's rule is
+#: :func:`~router_core.wire.payload_frame_count`).
+FrameCount = Callable[[Header], int]
 
-def accept(frames: list[FrameLike], handle: Handler, counters: Counters) -> None:
-    """Validate the header and the frame count of one message, then hand it on."""
+
+def accept(
+    frames: list[FrameLike],
+    handle: Handler,
+    counters: Counters,
+    frame_count: FrameCount = payload_frame_count,
+) -> None:
+    """Validate the header and the frame count of one message, then hand it on.
+
+    Rejected (counted, not handed on): a header that does not decode or fit its kind
+    (the codec's reason), and a message whose payload frames are not ``frame_count(header)``
+    (``too_many_frames`` past ``MAX_FRAMES``, else ``frame_count``).
+    """
     try:
         header = decode_header(frames[0])  # type: ignore[arg-type]
     except WireError as exc:
         counters.add("rejected", exc.reason)
         return
-    if len(frames) - 1 != payload_frame_count(header):
+    if len(frames) - 1 != frame_count(header):
         counters.add("rejected", "too_many_frames" if len(frames) > MAX_FRAMES else "frame_count")
         return
     handle(header, frames)

@@ -2,18 +2,27 @@
 
 :class:`WorkerLink` registers and heartbeats, obeys pause and drain, sends requests and
 hands each request's output rows to its :class:`ResponseStream`; it knows no HTTP.
+Inside it: ``sockets`` (the three sockets and the one send path), ``dispatch`` (what each
+inbound message does), ``session`` (pure protocol state), ``timer`` (registration and
+heartbeats).
+
+The socket-bound names (``WorkerLink``, ``WorkerLinkSettings``) are imported on first use
+(PEP 562), so importing a pure module of this package loads no zmq.
 """
 
-from router_core.worker_link.link import (
-    RECEIVE_SPAN,
-    AdmissionRefused,
-    OutputsObserver,
-    RouterUnavailable,
-    WorkerLink,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+from router_core.worker_link.dispatch import RECEIVE_SPAN, OutputsObserver
+from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
 from router_core.worker_link.session import WorkerIdentity, WorkerSession, op_sequence
-from router_core.worker_link.settings import WorkerLinkSettings
 from router_core.worker_link.streams import OutputRow, ResponseStream, finish_reason_of
+
+if TYPE_CHECKING:
+    from router_core.worker_link.link import WorkerLink
+    from router_core.worker_link.settings import WorkerLinkSettings
 
 __all__ = [
     "RECEIVE_SPAN",
@@ -29,3 +38,19 @@ __all__ = [
     "finish_reason_of",
     "op_sequence",
 ]
+
+#: The module each socket-bound name is imported from on first use.
+_LAZY: Final = {
+    "WorkerLink": "router_core.worker_link.link",
+    "WorkerLinkSettings": "router_core.worker_link.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a socket-bound name on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,224 @@
+"""What a worker link does with each inbound message: pure logic, no sockets (no zmq).
+
+Every message reaches a worker on its one PULL: output rows from the detokenizers (or
+the router) and control messages from the router. :func:`router_core.inbound.accept`
+validates the header and the frame count against :func:`worker_frame_count` (a batch
+carries one frame per row, any other kind exactly one payload frame), then
+:meth:`InboundDispatch.on_message` applies the message:
+
+* a batch (``TOKEN_BATCH``, ``STR_BATCH``, ``EMBEDDING_BATCH``): each row goes to its
+  request's :class:`~router_core.worker_link.streams.ResponseStream`;
+* a control kind: its payload is decoded and applied by the handler of its struct type
+  (``RegistrationReply``, ``PauseContinueBroadcast``, ``DrainCommand``, ``LoadSnapshot``,
+  ``FreezeGC``); what the session answers goes out through ``send_control``.
+
+Any other kind (a payload type with no handler) is counted under ``rejected`` as
+``unexpected_kind``; a payload or row that does not decode is counted with the codec's
+reason, a row for another request as ``bad_row``, a row for no open stream under
+``dropped`` as ``unknown_request``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from router_core import tracing
+from router_core.counters import Counters
+from router_core.traffic import message_bytes
+from router_core.wire import BATCH_KINDS, Header, Kind, WireError, decode_payload
+from router_core.wire.codec import PAYLOAD_TYPES, Frames
+from router_core.wire.control import (
+    DrainCommand,
+    FreezeGC,
+    LoadSnapshot,
+    PauseContinueBroadcast,
+    RegistrationReply,
+)
+from router_core.worker_link.session import WorkerSession
+from router_core.worker_link.streams import OutputRow, ResponseStream
+
+if TYPE_CHECKING:
+    from router_core.inbound import Handler
+    from router_core.transport import FrameLike
+
+__all__ = ["RECEIVE_SPAN", "InboundDispatch", "OutputsObserver", "worker_frame_count"]
+
+logger = logging.getLogger(__name__)
+
+#: Called per inbound output message with (hop latency in seconds or None, rows, bytes).
+OutputsObserver = Callable[[float | None, int, int], None]
+
+#: The span a worker makes around an inbound output message with traced rows.
+RECEIVE_SPAN: Final = "worker receive_outputs"
+
+#: How a stream lost to an engine restart ends (its abort row's message).
+ENGINE_RESTARTED: Final = "the engine restarted; the request was lost"
+
+
+def worker_frame_count(header: Header) -> int:
+    """Payload frames a worker accepts after ``header``: one per row for a batch, else one.
+
+    Unlike the wire's rule, an ``IDLE`` (no payload) is not valid here: no worker is
+    sent one, so a bare ``IDLE`` header is a frame-count error.
+    """
+    return len(header.rids) if header.kind in BATCH_KINDS else 1
+
+
+def handlers_by_kind(
+    by_payload: Mapping[type[msgspec.Struct], Callable[[Any], None]],
+) -> dict[Kind, Callable[[Any], None]]:
+    """The kinds whose payload struct has a handler in ``by_payload``, each with it."""
+    table = {kind: by_payload[t] for kind, t in PAYLOAD_TYPES.items() if t in by_payload}
+    unwired = set(by_payload) - {PAYLOAD_TYPES[kind] for kind in table}
+    if unwired:
+        raise ValueError(f"no message kind carries {sorted(t.__name__ for t in unwired)}")
+    return table
+
+
+class InboundDispatch:
+    """Applies validated inbound messages to a worker's session and open streams.
+
+    ``streams`` is the link's own map of open streams (shared, not copied).
+    ``send_control`` sends one control message to the router; ``on_change`` runs after
+    a registration reply, pause broadcast or drain command (admission may have opened,
+    the reported state may have changed); ``on_outputs`` observes each output message
+    after its rows are delivered (see :data:`OutputsObserver`).
+    """
+
+    def __init__(
+        self,
+        session: WorkerSession,
+        streams: Mapping[str, ResponseStream],
+        counters: Counters,
+        *,
+        send_control: Callable[[Frames], object],
+        on_change: Callable[[], None],
+        on_outputs: OutputsObserver | None = None,
+    ) -> None:
+        self._session = session
+        self._streams = streams
+        self._counters = counters
+        self._send_control = send_control
+        self._on_change = on_change
+        self._on_outputs_observed = on_outputs
+        #: The control table: one handler per payload struct type.
+        self.payload_handlers: dict[type[msgspec.Struct], Callable[[Any], None]] = {
+            RegistrationReply: self._on_registration_reply,
+            PauseContinueBroadcast: self._on_pause_broadcast,
+            DrainCommand: self._on_drain,
+            LoadSnapshot: self._on_load,
+            FreezeGC: self._on_freeze_gc,
+        }
+        self._kinds: dict[Kind, Handler] = dict.fromkeys(BATCH_KINDS, self._on_outputs)
+        for kind in handlers_by_kind(self.payload_handlers):
+            self._kinds[kind] = self._on_control
+
+    def on_message(self, header: Header, frames: list[FrameLike]) -> None:
+        """Apply one message that :func:`~router_core.inbound.accept` validated."""
+        handle = self._kinds.get(header.kind)
+        if handle is None:
+            self._counters.add("rejected", "unexpected_kind")
+            return
+        handle(header, frames)
+
+    # ------------------------------------------------------------------ output rows
+
+    def _on_outputs(self, header: Header, frames: list[FrameLike]) -> None:
+        observe = self._on_outputs_observed
+        # Stamped before the rows are delivered: the hop ends at receipt.
+        received_ns = time.time_ns() if observe is not None else 0
+        kind = header.kind
+        with tracing.batch_span_if_traced(RECEIVE_SPAN, header.row_traces):
+            for rid, frame in zip(header.rids, frames[1:], strict=True):
+                self._on_row(kind, rid, frame)
+        if observe is not None:
+            latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9) if header.sent_ns else None
+            try:
+                observe(latency_s, len(header.rids), message_bytes(frames))
+            except Exception:  # an observer's bug must not cost the rows that follow
+                logger.exception("worker link: the outputs observer failed")
+                self._counters.add("observer_errors", "on_outputs")
+
+    def _on_row(self, kind: Kind, rid: str, frame: FrameLike) -> None:
+        stream = self._streams.get(rid)
+        if stream is None:
+            self._counters.add("dropped", "unknown_request")
+            return
+        try:
+            row: Any = decode_payload(kind, frame if isinstance(frame, bytes) else frame.buffer)
+        except WireError as exc:
+            self._counters.add("rejected", exc.reason)
+            return
+        if not isinstance(row, OutputRow) or row.rids != [rid]:
+            self._counters.add("rejected", "bad_row")
+            return
+        self._session.rows_received += 1
+        stream.put(row)
+
+    def lose_inflight(self, incarnation: int, message: str) -> int:
+        """End with an abort every unfinished stream whose request went to the engine
+        ``incarnation`` (or before any was known): that engine is gone, and the request
+        with it. Returns how many streams ended."""
+        lost = 0
+        for stream in self._streams.values():
+            if not stream.finished and stream.engine_incarnation in (0, incarnation):
+                stream.close({"type": "abort", "message": message})
+                lost += 1
+        if lost:
+            logger.warning("worker link: %d requests in flight lost: %s", lost, message)
+            self._counters.add("lost_requests", "engine_restarted", lost)
+        return lost
+
+    # ------------------------------------------------------------------ control
+
+    def _on_control(self, header: Header, frames: list[FrameLike]) -> None:
+        """``[header, payload]``: decode the payload and apply it by its struct type."""
+        frame = frames[1]
+        try:
+            payload = decode_payload(
+                header.kind, frame if isinstance(frame, bytes) else frame.buffer
+            )
+        except WireError as exc:
+            self._counters.add("rejected", exc.reason)
+            return
+        self.payload_handlers[type(payload)](payload)
+
+    def _answer(self, replies: list[Frames]) -> None:
+        for frames in replies:
+            self._send_control(frames)
+        self._on_change()
+
+    def _on_registration_reply(self, reply: RegistrationReply) -> None:
+        """The router accepted or refused us (a refusal: register again at once)."""
+        replies = self._session.on_registration_reply(reply)
+        self._counters.add("registration_replies", "accepted" if reply.accepted else "refused")
+        self._answer(replies)
+
+    def _on_pause_broadcast(self, op: PauseContinueBroadcast) -> None:
+        """A pause or continue, acknowledged whether or not it was newer than ours."""
+        replies = self._session.on_pause_broadcast(op)
+        self._counters.add("pause_broadcasts", "pause" if op.is_pause else "continue")
+        self._answer(replies)
+
+    def _on_drain(self, command: DrainCommand) -> None:
+        """Start or stop draining (nothing is sent back; the next heartbeat reports it)."""
+        self._session.on_drain(command)
+        self._counters.add("drain_commands", "drain" if command.drain else "undrain")
+        self._answer([])
+
+    def _on_load(self, snapshot: LoadSnapshot) -> None:
+        """A newer engine load; a new engine incarnation loses what the old one had."""
+        before = self._session.engine_incarnation
+        if self._session.on_load(snapshot):
+            self.lose_inflight(before, ENGINE_RESTARTED)
+
+    def _on_freeze_gc(self, command: FreezeGC) -> None:
+        """The long-lived objects made so far need no more collection passes."""
+        gc.freeze()
+        self._counters.add("freeze_gc", "applied")
