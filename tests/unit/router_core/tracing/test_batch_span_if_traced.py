@@ -3,34 +3,13 @@ on and the header carries row traces, one shared no-op otherwise."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from router_core import tracing
+from tests.unit.router_core.recorded_spans import OTHER, SAMPLED
 
-SAMPLED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-OTHER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
-
-@pytest.fixture(autouse=True)
-def no_tracing_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No OTEL_* variable from the caller's shell, and tracing shut down after each test."""
-    for name in list(os.environ):
-        if name.startswith("OTEL_"):
-            monkeypatch.delenv(name)
-    yield
-    tracing.shutdown()
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    """Tracing on for this test, every span exported here at once."""
-    memory = InMemorySpanExporter()
-    assert tracing.setup("worker", "worker-w0", span_exporter=memory)
-    return memory
+pytestmark = pytest.mark.usefixtures("no_tracing_environment")
 
 
 class TestBatchSpanIfTraced:
