@@ -29,7 +29,7 @@ import zmq
 from router_core import tracing
 from router_core.counters import Counters
 from router_core.destinations import DestinationSet
-from router_core.inbound import drain, regroup
+from router_core.inbound import Handler, drain, regroup
 from router_core.loop import LoopResources, PollLoop
 from router_core.transport import FrameLike
 from router_core.wire import Header, Kind, WireError
@@ -74,6 +74,12 @@ class Detokenizer:
         self._next_evict = 0.0
         self._export: CounterExport | None = None
         self._next_export = 0.0
+        self._handlers: dict[Kind, Handler] = {
+            Kind.TOKEN_BATCH: self._on_tokens,
+            Kind.EMBEDDING_BATCH: self._pass_through,
+            Kind.FREEZE_GC: self._on_freeze_gc,
+            Kind.IDLE: self._on_idle,
+        }
 
     @property
     def open_requests(self) -> int:
@@ -133,23 +139,28 @@ class Detokenizer:
         return min(self._next_evict, self._next_export)
 
     def _handle(self, header: Header, frames: list[FrameLike]) -> None:
-        kind = header.kind
-        if kind is Kind.TOKEN_BATCH:
-            self._on_tokens(header, frames)
-        elif kind is Kind.EMBEDDING_BATCH:
-            self._pass_through(header, frames)
-        elif kind is Kind.FREEZE_GC:
-            gc.freeze()
-            self.counters.add("freeze_gc", "applied")
-            self._forward_freeze_gc(frames)
-        elif kind is Kind.IDLE:
-            self.counters.add("idle_batches", "inbound")
-        else:
+        """One validated inbound message, by its kind's handler; any other kind is
+        rejected (``unexpected_kind``)."""
+        handle = self._handlers.get(header.kind)
+        if handle is None:
             self.counters.add("rejected", "unexpected_kind")
+            return
+        handle(header, frames)
 
     def _on_tokens(self, header: Header, frames: list[FrameLike]) -> None:
+        """``TOKEN_BATCH``: every row to text, sent on per owner (or to the router)."""
         with tracing.batch_span_if_traced(DETOKENIZE_SPAN, header.row_traces):
             self._detokenize(header, frames)
+
+    def _on_freeze_gc(self, header: Header, frames: list[FrameLike]) -> None:
+        """``FREEZE_GC``: freeze here, then pass it on towards the workers."""
+        gc.freeze()
+        self.counters.add("freeze_gc", "applied")
+        self._forward_freeze_gc(frames)
+
+    def _on_idle(self, header: Header, frames: list[FrameLike]) -> None:
+        """``IDLE``: nothing to decode; counted."""
+        self.counters.add("idle_batches", "inbound")
 
     def _detokenize(self, header: Header, frames: list[FrameLike]) -> None:
         assert self._rows is not None
@@ -183,7 +194,7 @@ class Detokenizer:
                 self.counters.add("freeze_gc", "forwarded")
 
     def _pass_through(self, header: Header, frames: list[FrameLike]) -> None:
-        """Embedding rows have no text to make: hand them on untouched, split per owner."""
+        """``EMBEDDING_BATCH``: no text to make; the rows go on untouched, split per owner."""
         assert self._destinations is not None
         if self.settings.outputs_to == "router":
             assert self.settings.router_outputs is not None
