@@ -18,15 +18,9 @@ import openai
 import pytest
 
 from switchboard.text import load_tokenizer
-from tests.integration.harness.http_stack import (
-    MODEL,
-    HttpStack,
-    Predictor,
-    SseStream,
-    generate_stream,
-    http_stack,
-    stream_problems,
-)
+from tests.integration.harness.http_stack import MODEL, HttpStack, http_stack
+from tests.integration.harness.predictor import Predictor
+from tests.integration.harness.sse import SseStream, generate_stream, stream_problems
 from tests.support.eventually import eventually
 
 pytestmark = pytest.mark.integration

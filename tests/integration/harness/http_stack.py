@@ -1,4 +1,4 @@
-"""A whole HTTP stack in one run directory, and what its outputs must be.
+"""A whole HTTP stack in one run directory.
 
 :func:`http_stack` starts ``switchboard router``, ``switchboard detok-router``, M
 ``switchboard detokenizer`` s, the built-in engine and N HTTP workers
@@ -7,16 +7,13 @@
 SIGTERM and fails if a process exited badly or left a socket file behind. It is a plain
 context manager so that a fixture of any scope can own it.
 
-:class:`Predictor` computes every generated text and embedding from the built-in
-engine's rules (:mod:`switchboard.engine.tokens`) and the default tokenizer, the same
-way the engine and the detokenizers derive them.
+What its outputs must be: :mod:`tests.integration.harness.predictor` predicts them and
+:mod:`tests.integration.harness.sse` reads and checks ``/generate`` streams.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
 import os
 import shutil
 import signal
@@ -24,10 +21,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,29 +30,16 @@ import httpx
 import zmq
 
 from router_core.endpoints import worker_address
-from switchboard.engine import embedding_for, generated_token, text_token_pool
-from switchboard.text import Tokenizer
 from tests.integration.harness.polling import ipc_path, socket_files, wait_until
 from tests.integration.harness.processes import ManagedProcess, ProcessManager
 from tests.integration.harness.reports import ReportCollector
 from tests.integration.harness.stack import DetokRouterHandle, RouterHandle, Stack
 from tests.support.zmq_context import ContextLeak, terminate
 
-__all__ = [
-    "MODEL",
-    "HttpStack",
-    "Predictor",
-    "SseStream",
-    "free_port",
-    "generate_stream",
-    "http_stack",
-    "stream_problems",
-]
+__all__ = ["MODEL", "HttpStack", "free_port", "http_stack"]
 
 #: The model name workers serve by default.
 MODEL = "switchboard-sim"
-#: The engine's embedding dimension (``SchedulerConfig.embedding_dimension``; no CLI flag).
-EMBEDDING_DIMENSION = 64
 #: Seven or so Python processes start on a noisy 2-core machine.
 STARTUP_S = 60.0
 #: Liveness and barriers loose enough that a worker busy with hundreds of streams on a
@@ -74,133 +56,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-@dataclass
-class Predictor:
-    """What the built-in engine (``--vocab-seed`` ``seed``) generates for each prompt."""
-
-    tokenizer: Tokenizer
-    seed: int = 0
-
-    @cached_property
-    def pool(self) -> tuple[int, ...]:
-        """The ids the engine draws from (it builds the same pool from the same tokenizer)."""
-        tok = self.tokenizer
-        return text_token_pool(tok.vocab_size, tok.decode, tok.special_token_ids)
-
-    def prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
-        """The ids a worker sends for ``prompt`` (user text: special tokens not parsed)."""
-        if isinstance(prompt, str):
-            return self.tokenizer.encode(prompt, parse_special=False)
-        return list(prompt)
-
-    def token_ids(self, prompt: str | Sequence[int], count: int) -> list[int]:
-        """The first ``count`` generated ids, by the token rule."""
-        ids = self.prompt_ids(prompt)
-        return [generated_token(self.pool, ids, i, self.seed) for i in range(count)]
-
-    def text(self, prompt: str | Sequence[int], count: int) -> str:
-        """The whole text of a ``count``-token generation."""
-        return self.tokenizer.decode(self.token_ids(prompt, count))
-
-    def embedding(self, prompt: str | Sequence[int]) -> list[float]:
-        """The embedding of ``prompt``, by the embedding rule."""
-        return embedding_for(self.prompt_ids(prompt), EMBEDDING_DIMENSION, self.seed)
-
-    def distinct_prompts(self, count: int, lengths: Sequence[int], stem: str) -> list[str]:
-        """``count`` prompts whose texts (prompt ``i`` generating ``lengths[i]`` tokens)
-        all differ, so a response delivered to the wrong client cannot go unnoticed."""
-        prompts: list[str] = []
-        seen: set[str] = set()
-        candidate = 0
-        while len(prompts) < count:
-            prompt = f"{stem} {candidate}: tell me about request {candidate * 7}"
-            candidate += 1
-            text = self.text(prompt, lengths[len(prompts)])
-            if text not in seen:
-                seen.add(text)
-                prompts.append(prompt)
-        return prompts
-
-
-@dataclass
-class SseStream:
-    """One ``/generate`` stream as a client saw it, filled in while it arrives."""
-
-    status: int | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    #: The JSON payload of every ``data:`` event before ``[DONE]``, in order.
-    events: list[dict[str, Any]] = field(default_factory=list)
-    #: ``time.monotonic()`` when each event arrived.
-    arrivals: list[float] = field(default_factory=list)
-    done: bool = False
-    #: Lines that are not ``data: <json>`` events, and events after ``[DONE]``.
-    malformed: list[str] = field(default_factory=list)
-    #: The JSON body of a refused request.
-    error: Any = None
-
-    @property
-    def completion_tokens(self) -> int:
-        return int(self.events[-1]["meta_info"]["completion_tokens"]) if self.events else 0
-
-    @property
-    def text(self) -> str:
-        return str(self.events[-1]["text"]) if self.events else ""
-
-
-async def generate_stream(
-    client: httpx.AsyncClient, body: dict[str, Any], into: SseStream | None = None
-) -> SseStream:
-    """POST ``body`` to ``/generate`` with ``stream: true`` and read the stream to its end."""
-    seen = into if into is not None else SseStream()
-    async with client.stream("POST", "/generate", json={**body, "stream": True}) as response:
-        seen.status = response.status_code
-        seen.headers = dict(response.headers)
-        if response.status_code != 200:
-            seen.error = json.loads(await response.aread())
-            return seen
-        async for line in response.aiter_lines():
-            if not line:
-                continue
-            if not line.startswith("data: ") or seen.done:
-                seen.malformed.append(line)
-            elif line == "data: [DONE]":
-                seen.done = True
-            else:
-                seen.events.append(json.loads(line.removeprefix("data: ")))
-                seen.arrivals.append(time.monotonic())
-    return seen
-
-
-def stream_problems(
-    seen: SseStream, rid: str, text: str, tokens: int, finish: dict[str, Any] | None = None
-) -> list[str]:
-    """What is wrong with a ``/generate`` stream that should have read ``text`` (cumulative
-    SGLang events, all for ``rid``), ``tokens`` tokens and ``finish`` (length by default),
-    ending ``data: [DONE]``; empty when nothing is."""
-    finish = finish if finish is not None else {"type": "length", "length": tokens}
-    if seen.status != 200:
-        return [f"{rid}: status {seen.status}: {seen.error}"]
-    problems = [f"{rid}: malformed line {line!r}" for line in seen.malformed]
-    if not seen.done:
-        problems.append(f"{rid}: no [DONE]")
-    if not seen.events or any("meta_info" not in event for event in seen.events):
-        return [*problems, f"{rid}: events without meta_info: {seen.events[-3:]}"]
-    ids = {event["meta_info"]["id"] for event in seen.events}
-    if ids != {rid}:
-        problems.append(f"{rid}: events of other requests {ids - {rid}}")
-    texts = [event["text"] for event in seen.events]
-    if any(not later.startswith(earlier) for earlier, later in itertools.pairwise(texts)):
-        problems.append(f"{rid}: text is not cumulative: {texts}")
-    reasons = [event["meta_info"]["finish_reason"] for event in seen.events]
-    if reasons[-1] != finish or any(reason is not None for reason in reasons[:-1]):
-        problems.append(f"{rid}: finish reasons {reasons}, want one {finish} at the end")
-    if seen.text != text:
-        problems.append(f"{rid}: text {seen.text!r}, predicted {text!r}")
-    if finish["type"] == "length" and seen.completion_tokens != tokens:
-        problems.append(f"{rid}: completion_tokens {seen.completion_tokens}, want {tokens}")
-    return problems
 
 
 @dataclass
