@@ -16,6 +16,12 @@ PURE_MODULES = (
     "router_core/detokenizer_router/picker.py",
     "router_core/histogram.py",
     "router_core/worker_link/session.py",
+    # The worker link's core: inbound dispatch, the timer and what sends count.
+    "router_core/worker_link/dispatch.py",
+    "router_core/worker_link/errors.py",
+    "router_core/worker_link/outcomes.py",
+    "router_core/worker_link/streams.py",
+    "router_core/worker_link/timer.py",
     "switchboard/supervisor/layout.py",
     # The tokenizer router's core: handlers take decoded messages and return effects.
     "router_core/tokenizer_router/backward.py",
