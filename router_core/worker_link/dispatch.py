@@ -130,36 +130,36 @@ class InboundDispatch:
     # ------------------------------------------------------------------ output rows
 
     def _on_outputs(self, header: Header, frames: list[FrameLike]) -> None:
+        """``[header, row_0, ..., row_n]``: each row to its request's stream."""
         observe = self._on_outputs_observed
         # Stamped before the rows are delivered: the hop ends at receipt.
         received_ns = time.time_ns() if observe is not None else 0
-        kind = header.kind
+        kind, streams, counters = header.kind, self._streams, self._counters
         with tracing.batch_span_if_traced(RECEIVE_SPAN, header.row_traces):
+            # The per-row work is written out here, not called: it runs for every row.
             for rid, frame in zip(header.rids, frames[1:], strict=True):
-                self._on_row(kind, rid, frame)
+                stream = streams.get(rid)
+                if stream is None:
+                    counters.add("dropped", "unknown_request")
+                    continue
+                data = frame if isinstance(frame, bytes) else frame.buffer
+                try:
+                    row: Any = decode_payload(kind, data)
+                except WireError as exc:
+                    counters.add("rejected", exc.reason)
+                    continue
+                if not isinstance(row, OutputRow) or row.rids != [rid]:
+                    counters.add("rejected", "bad_row")
+                    continue
+                self._session.rows_received += 1
+                stream.put(row)
         if observe is not None:
             latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9) if header.sent_ns else None
             try:
                 observe(latency_s, len(header.rids), message_bytes(frames))
             except Exception:  # an observer's bug must not cost the rows that follow
                 logger.exception("worker link: the outputs observer failed")
-                self._counters.add("observer_errors", "on_outputs")
-
-    def _on_row(self, kind: Kind, rid: str, frame: FrameLike) -> None:
-        stream = self._streams.get(rid)
-        if stream is None:
-            self._counters.add("dropped", "unknown_request")
-            return
-        try:
-            row: Any = decode_payload(kind, frame if isinstance(frame, bytes) else frame.buffer)
-        except WireError as exc:
-            self._counters.add("rejected", exc.reason)
-            return
-        if not isinstance(row, OutputRow) or row.rids != [rid]:
-            self._counters.add("rejected", "bad_row")
-            return
-        self._session.rows_received += 1
-        stream.put(row)
+                counters.add("observer_errors", "on_outputs")
 
     def lose_inflight(self, incarnation: int, message: str) -> int:
         """End with an abort every unfinished stream whose request went to the engine

@@ -19,7 +19,6 @@ import zmq
 from router_core.counters import Counters
 from router_core.inbound import BUDGET, FrameCount, Handler, accept
 from router_core.transport import (
-    FrameLike,
     MalformedMessage,
     bind,
     close_bound,
@@ -150,7 +149,8 @@ class LinkSockets:
     # ------------------------------------------------------------------ inbound
 
     def _read_ready(self) -> None:
-        """Apply up to ``BUDGET`` waiting messages; reschedule if more may be waiting."""
+        """Validate and apply up to ``BUDGET`` waiting messages; reschedule if more may be
+        waiting. A handler's failure is counted (``handler_error``) and reading goes on."""
         sock = self._inbox
         if sock is None:
             return
@@ -166,16 +166,11 @@ class LinkSockets:
             except MalformedMessage as exc:
                 self._counters.add("rejected", exc.reason)
                 continue
-            self.receive(frames)
+            try:
+                accept(frames, self._handle, self._counters, self._frame_count)
+            except Exception:  # never leave later messages unread behind one bad one
+                logger.exception("worker link: a message could not be applied")
+                self._counters.add("rejected", "handler_error")
         # A flood: let the request handlers run, then carry on draining.
         assert self._loop is not None
         self._loop.call_soon(self._read_ready)
-
-    def receive(self, frames: list[FrameLike]) -> None:
-        """Validate and apply one inbound message; a handler's failure is counted
-        (``handler_error``), so later messages are never left unread behind it."""
-        try:
-            accept(frames, self._handle, self._counters, self._frame_count)
-        except Exception:
-            logger.exception("worker link: a message could not be applied")
-            self._counters.add("rejected", "handler_error")
