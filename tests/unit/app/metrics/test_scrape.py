@@ -2,7 +2,7 @@
 once and never fails for one, and the route's content type and who may read it.
 
 Each router is a real control socket answering a canned snapshot (from
-``test_admin_metrics.py``) from a thread.
+``test_families.py``) from a thread.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from app.settings import AdminSettings
 from router_core.control import AsyncControlClient, Command, ControlServer
 from router_core.counters import Counters
 from router_core.transport import bind, close_bound
-from tests.unit.test_admin_metrics import (
+from tests.unit.app.metrics.test_families import (
     detokenizer_snapshot,
     parse,
     tokenizer_snapshot,

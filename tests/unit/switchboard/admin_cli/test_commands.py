@@ -24,9 +24,9 @@ import pytest
 
 from switchboard.admin_cli import EPILOG, add_parsers, run
 from switchboard.cli import ADMIN_COMMANDS, build_parser, main
-from tests.unit.test_admin_cli_render import LOAD, operation, status, worker
+from tests.unit.switchboard.admin_cli.test_render import LOAD, operation, status, worker
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 TOKEN = "op-token-123"
 #: How long a stalled answer waits for the test to end (the client gives up long before).
 STALL_S = 10.0

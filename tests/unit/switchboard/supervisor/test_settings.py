@@ -369,7 +369,7 @@ class TestOperatingDoc:
 
     def test_every_setting_is_documented(self) -> None:
         """Each setting's TOML key, flag, variable and default appear in one table row."""
-        doc = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+        doc = (Path(__file__).resolve().parents[4] / "docs" / "operating.md").read_text()
         rows = {line.split("|")[1].strip(" `"): line for line in doc.splitlines() if "| `" in line}
         for name, info in StackSettings.model_fields.items():
             row = rows.get(name)
@@ -383,7 +383,7 @@ class TestOperatingDoc:
 
     def test_old_names_are_listed(self) -> None:
         """Each renamed setting's row lists its old key, flag and variable."""
-        doc = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+        doc = (Path(__file__).resolve().parents[4] / "docs" / "operating.md").read_text()
         rows = {line.split("|")[1].strip(" `"): line for line in doc.splitlines() if "| `" in line}
         for old, name in RENAMED.items():
             row = rows[name]

@@ -36,7 +36,7 @@ from switchboard.admin_cli import CLI_COMMANDS, COMMAND_NAMES, add_parsers, answ
 from switchboard.admin_cli.commands import COMMANDS as CLI_HANDLERS
 from switchboard.admin_cli.commands import execute
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 #: Routes that are no command: the console's page and the unauthenticated probes.
 OPEN_ROUTES = {("GET", "/"), ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
 OPERATOR, VIEWER = "op-token-1", "view-token-1"

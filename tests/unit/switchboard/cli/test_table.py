@@ -27,7 +27,7 @@ from switchboard.detokenizer.settings import DetokenizerSettings
 from switchboard.engine.scheduler import SchedulerConfig
 from switchboard.worker.settings import WorkerSettings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def parse(*words: str) -> argparse.Namespace:

@@ -1,6 +1,6 @@
 """The admin app's ``/metrics``: router snapshots as families, merged with the workers'
 multiprocess files into one exposition. Scrapes over real control sockets and the route
-are in ``test_admin_metrics_scrape.py``.
+are in ``test_scrape.py``.
 
 Snapshots are canned (the shape of the routers' ``metrics`` command); the multiprocess
 files are written by a real worker recorder in a child process, as under ``switchboard up``.
