@@ -1,4 +1,4 @@
-"""The admin app's event logic: router views as models, diffing two polls, the hub."""
+"""The admin app's event logic: diffing two polls, the frames, the hub."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import asyncio
 import json
 from typing import Any
 
-import msgspec
 import pytest
 
 from app.events import (
@@ -20,130 +19,17 @@ from app.events import (
     worker_events,
 )
 from app.models import Load, Status, Worker
-from app.views import status_of, workers_of
-from router_core.control.replies import LoadReply, RouterStatus, WorkerView
-
-
-def view(worker_id: str, state: str = "serving", **changes: Any) -> WorkerView:
-    """A router worker view (``list_workers``) with ``changes``."""
-    fields = {
-        "worker_id": worker_id,
-        "address": f"ipc:///tmp/sb/worker-{worker_id}",
-        "pid": 100,
-        "host": "h",
-        "version": "1",
-        "started_ns": 1,
-        "state": state,
-        "inflight": 0,
-        "heartbeats": 3,
-        "last_seen_s_ago": 0.1,
-        "registered_at": 1000.0,
-        "last_heartbeat_at": 1010.0,
-        "requests_sent": 0,
-        "rows_received": 0,
-        "safe_to_delete": False,
-        **changes,
-    }
-    return msgspec.convert(fields, WorkerView)
-
-
-def worker(worker_id: str, state: str = "serving", **changes: Any) -> Worker:
-    return workers_of([view(worker_id, state, **changes)])[0]
+from tests.unit.app.router_replies import status, worker
 
 
 def by_id(*workers: Worker) -> dict[str, Worker]:
     return {item.id: item for item in workers}
 
 
-def status(paused: bool = False, ops: tuple[str, ...] = (), **changes: Any) -> Status:
-    """A Status from a router ``status`` reply with ``changes``."""
-    operations = [
-        {
-            "op_id": op_id,
-            "seq": seq,
-            "action": "pause",
-            "mode": "abort",
-            "complete": True,
-            "acked": ["engine"],
-            "stragglers": [],
-            "departed": [],
-            "elapsed_s": 0.01,
-            "finished_at": 1.0,
-        }
-        for seq, op_id in enumerate(ops, start=1)
-    ]
-    load = changes.pop("load", None)
-    reply = {
-        "role": "tokenizer_router",
-        "pid": 7,
-        "uptime_s": 5.0,
-        "last_op_id": ops[-1] if ops else "",
-        "last_op_seq": len(ops),
-        "pending_operations": 0,
-        "counters": {},
-        "backlogs": {},
-        "paused": paused,
-        "pause_mode": "abort" if paused else None,
-        "pause_state_since": 100.0,
-        "recent_operations": operations,
-        "version": "1",
-        "workers": {"serving": 2},
-        "engine_live": True,
-        **changes,
-    }
-    return status_of(msgspec.convert(reply, RouterStatus), load_reply(load), "1")
-
-
-def load_reply(fields: dict[str, Any] | None) -> LoadReply | None:
-    """A router ``load`` reply: ``fields`` over zeros (None: no report yet)."""
-    if fields is None:
-        return None
-    zeros = {"running": 0, "waiting": 0, "max_running": 0, "token_usage": 0.0, "step": 0}
-    zeros |= {"taken_ns": 0, "engine_started_ns": 0, "age_s": 0.0}
-    return msgspec.convert(zeros | fields, LoadReply)
-
-
 def load(running: int = 0, **changes: Any) -> Load:
     fields = {"running": running, "waiting": 0, "max_running": 8, "token_usage": 0.0}
     fields |= {"step": 1, "taken_ns": 5, "age_s": 0.1, **changes}
     return Load(**fields)
-
-
-class TestViews:
-    """Router replies as API models."""
-
-    def test_worker_fields(self) -> None:
-        """Router names become the API's: worker_id -> id, address -> endpoint, ..."""
-        item = worker("w0", departure_reason="dead_worker")
-        assert (item.id, item.endpoint, item.last_heartbeat_s_ago) == (
-            "w0",
-            "ipc:///tmp/sb/worker-w0",
-            0.1,
-        )
-        assert item.departure_reason == "dead_worker"
-        assert worker("w1").departure_reason is None
-
-    def test_live_worker_hides_its_departed_entry(self) -> None:
-        """A restarted worker (same id) is listed once, live; of two departures, the latest."""
-        listed = workers_of(
-            [
-                view("w0", pid=2),
-                view("w0", "dead", pid=1, departed_s_ago=3.0),
-                view("w1", "dead", pid=5, departed_s_ago=9.0),
-                view("w1", "dead", pid=6, departed_s_ago=1.0),
-            ]
-        )
-        assert [(item.id, item.state, item.pid) for item in listed] == [
-            ("w0", "serving", 2),
-            ("w1", "dead", 6),
-        ]
-
-    def test_status_carries_the_load(self) -> None:
-        """Status: engine liveness and load, versions, router facts."""
-        reply = status(load={"running": 3, "max_running": 8, "age_s": 0.2})
-        assert reply.engine.live and reply.engine.load is not None
-        assert reply.engine.load.running == 3 and reply.engine.load.token_usage == 0.0
-        assert reply.router.pid == 7 and reply.versions.router == "1"
 
 
 class TestWorkerEvents:

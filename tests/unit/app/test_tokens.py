@@ -1,4 +1,4 @@
-"""Admin tokens: parsing ``name:token`` lists, constant-time identification, settings."""
+"""Admin tokens: parsing ``name:token`` lists and constant-time identification."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-from app.settings import AdminSettings
 from app.tokens import (
     NamedToken,
     Principal,
@@ -17,15 +16,6 @@ from app.tokens import (
     generate_token,
     parse_tokens,
 )
-
-ENDPOINT = "ipc:///tmp/sb-unit/router-control"
-
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No admin token from the caller's environment leaks into a test."""
-    for name in ("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "SWITCHBOARD_ADMIN_VIEWER_TOKENS"):
-        monkeypatch.delenv(name, raising=False)
 
 
 class TestParseTokens:
@@ -128,50 +118,3 @@ class TestTokenTable:
     def test_empty(self) -> None:
         """A table without tokens says so and identifies nobody."""
         assert TokenTable().empty and TokenTable().identify("") is None
-
-
-class TestAdminSettings:
-    """The admin app's settings: tokens from the environment, loopback unless allowed."""
-
-    def test_defaults(self) -> None:
-        """127.0.0.1:8001, a 0.25 s poll, no tokens."""
-        settings = AdminSettings(control_endpoint=ENDPOINT)
-        assert (settings.host, settings.port, settings.poll_interval_s) == ("127.0.0.1", 8001, 0.25)
-        assert settings.tokens.empty
-
-    def test_tokens_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """SWITCHBOARD_ADMIN_OPERATOR_TOKENS and _VIEWER_TOKENS are read and parsed."""
-        monkeypatch.setenv("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "alice:tok1,ci:tok2")
-        monkeypatch.setenv("SWITCHBOARD_ADMIN_VIEWER_TOKENS", "graf:tok3")
-        settings = AdminSettings(control_endpoint=ENDPOINT)
-        assert settings.tokens.identify("tok2") == Principal("ci", "operator")
-        assert settings.tokens.identify("tok3") == Principal("graf", "viewer")
-        assert "tok1" not in repr(settings) and "tok1" not in str(settings.model_dump())
-
-    def test_remote_host_needs_opt_in_and_tokens(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Beyond loopback: refused without allow_remote, and without a token even with it."""
-        with pytest.raises(ValueError, match="pass --allow-remote"):
-            AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0")
-        with pytest.raises(ValueError, match="no token is configured"):
-            AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0", allow_remote=True)
-        monkeypatch.setenv("SWITCHBOARD_ADMIN_VIEWER_TOKENS", "graf:tok3")
-        settings = AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0", allow_remote=True)
-        assert not settings.tokens.empty
-
-    def test_remote_control_endpoint_needs_opt_in(self) -> None:
-        """A control endpoint beyond loopback needs allow_remote, as the router's do."""
-        with pytest.raises(ValueError, match="beyond loopback"):
-            AdminSettings(control_endpoint="tcp://10.0.0.1:5555")
-
-    def test_bad_token_list_is_a_settings_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A malformed list fails validation, naming the variable."""
-        monkeypatch.setenv("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "no-name-here")
-        with pytest.raises(ValueError, match="SWITCHBOARD_ADMIN_OPERATOR_TOKENS"):
-            AdminSettings(control_endpoint=ENDPOINT)
-
-    def test_with_tokens(self) -> None:
-        """with_tokens gives a copy accepting a generated token; the original is unchanged."""
-        settings = AdminSettings(control_endpoint=ENDPOINT)
-        changed = settings.with_tokens(TokenTable((NamedToken("console", "gen"),)))
-        assert changed.tokens.identify("gen") == Principal("console", "operator")
-        assert settings.tokens.empty
