@@ -17,6 +17,7 @@ import msgspec
 from router_core import tracing
 from router_core.engine_link.inputs import Request
 from router_core.wire import Kind
+from router_core.wire.finish import FinishReason
 from router_core.wire.outputs import BatchOutput
 from router_core.wire.requests import AbortRequest
 
@@ -114,5 +115,4 @@ class RequestSpans:
 
 
 def _reason_type(reason: dict[str, Any]) -> str:
-    kind = reason.get("type")
-    return kind if isinstance(kind, str) else "finished"
+    return FinishReason.of(reason).type or "finished"

@@ -40,6 +40,7 @@ from router_core.wire.control import (
     PauseContinueBroadcast,
     RegistrationReply,
 )
+from router_core.wire.finish import abort_reason
 from router_core.worker_link.session import WorkerSession
 from router_core.worker_link.streams import OutputRow, ResponseStream
 
@@ -168,7 +169,7 @@ class InboundDispatch:
         lost = 0
         for stream in self._streams.values():
             if not stream.finished and stream.engine_incarnation in (0, incarnation):
-                stream.close({"type": "abort", "message": message})
+                stream.close(abort_reason(message))
                 lost += 1
         if lost:
             logger.warning("worker link: %d requests in flight lost: %s", lost, message)

@@ -43,6 +43,7 @@ from router_core.counters import Counters
 from router_core.wire import Kind
 from router_core.wire.codec import Frames, frame_message
 from router_core.wire.control import LoadSnapshot
+from router_core.wire.finish import abort_reason
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
 from router_core.worker_link.dispatch import (
     RECEIVE_SPAN,
@@ -140,7 +141,7 @@ class WorkerLink:
         for rid, stream in list(self._streams.items()):
             if not stream.finished:
                 self.abort(rid, reason="shutdown")
-                stream.close({"type": "abort", "message": "worker shutting down"})
+                stream.close(abort_reason("worker shutting down"))
         if self.session.registered:
             self._send_control(self.session.deregistration(reason))
         self._sockets.close()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from router_core.counters import Counters
+from router_core.wire.finish import FinishReason
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
 from router_core.wire.split import batch_columns
 from switchboard.text import IncrementalDetokenizer, StopChecker, Tokenizer
@@ -132,16 +133,17 @@ class RowDetokenizer:
                 spaces_between_special_tokens=spaces_between_special_tokens,
             )
             state = _Request(detokenizer, now)
-        matched = finished.get("matched") if finished and finished.get("type") == "stop" else None
-        if isinstance(matched, int) and not isinstance(matched, bool):
+        reason = FinishReason.of(finished) if finished else None
+        stop_token = reason.stop_token if reason is not None else None
+        if stop_token is not None:
             # A stop token: the incremental detokenizer trims it (unless no_stop_trim).
             state.detokenizer.stop = StopChecker(
-                stop_token_ids=[matched], no_stop_trim=no_stop_trim
+                stop_token_ids=[stop_token], no_stop_trim=no_stop_trim
             )
         text = state.detokenizer.feed(new_ids).text
         if finished is not None:
             text += state.detokenizer.finish().text
-            stop_string = matched if isinstance(matched, str) and matched else None
+            stop_string = reason.stop_string if reason is not None else None
             return self._final(state, text, stop_string, no_stop_trim)
         state.updated = now
         self._states[key] = state

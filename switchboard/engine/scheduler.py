@@ -39,11 +39,12 @@ from typing import Any
 
 from router_core.settings_fields import flagged
 from router_core.wire.control import LoadSnapshot, PauseMode
+from router_core.wire.finish import abort_reason, length_reason, stop_reason
 from switchboard.engine.tokens import embedding_for, generated_token
 
 __all__ = ["FinishReason", "Scheduler", "SchedulerConfig", "Sequence", "StepResult", "StepRow"]
 
-#: ``{"type": "length" | "stop" | "abort", ...}``, as in SGLang's ``finished_reason``.
+#: A finish reason as it travels (:mod:`router_core.wire.finish` writes its shapes).
 FinishReason = dict[str, Any]
 #: Decoded tail tokens checked for stop strings, beyond the longest stop string's length.
 STOP_TAIL_SLACK = 4
@@ -179,7 +180,7 @@ class Scheduler:
         for seq in doomed:
             self.running.pop(seq.key, None)
         self.waiting = deque(seq for seq in self.waiting if not chosen(seq))
-        reason = {"type": "abort", "message": message}
+        reason = abort_reason(message)
         return StepResult([StepRow(seq, [], dict(reason)) for seq in doomed])
 
     def pause(self, mode: PauseMode) -> StepResult:
@@ -245,7 +246,7 @@ class Scheduler:
             vector = embedding_for(
                 seq.prompt, self.config.embedding_dimension, self.config.vocab_seed
             )
-            return StepRow(seq, [], {"type": "stop", "matched": None}, vector)
+            return StepRow(seq, [], stop_reason(None), vector)
         index = len(seq.output_ids)
         token = generated_token(self.config.token_pool, seq.prompt, index, self.config.vocab_seed)
         seq.output_ids.append(token)
@@ -254,19 +255,19 @@ class Scheduler:
     def _finish_reason(self, seq: Sequence) -> FinishReason | None:
         count = len(seq.output_ids)
         if count >= seq.max_new_tokens:
-            return {"type": "length", "length": seq.max_new_tokens}
+            return length_reason(seq.max_new_tokens)
         if count < seq.min_new_tokens:
             return None
         token = seq.output_ids[-1]
         eos = token == self.config.eos_token_id and not seq.ignore_eos
         if token in seq.stop_token_ids or eos:
-            return {"type": "stop", "matched": token}
+            return stop_reason(token)
         if seq.stop and self.decode is not None:
             window = max(len(text) for text in seq.stop) + STOP_TAIL_SLACK
             tail = self.decode(seq.output_ids[-window:])
             for text in seq.stop:
                 if text in tail:
-                    return {"type": "stop", "matched": text}
+                    return stop_reason(text)
         return None
 
     def load(self) -> LoadSnapshot:

@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from router_core.wire.finish import FinishReason
 from router_core.wire.requests import SamplingParams
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
@@ -47,8 +48,7 @@ def finish_reason(reason: dict[str, Any] | None) -> str | None:
     """OpenAI's ``finish_reason`` of an engine finish reason (``stop``, ``length``, ``abort``)."""
     if reason is None:
         return None
-    kind = reason.get("type")
-    return kind if isinstance(kind, str) else "stop"
+    return FinishReason.of(reason).type or "stop"
 
 
 def _check_model(model: str, settings: WorkerSettings) -> None:
