@@ -1,89 +1,22 @@
-"""The admin app's ``/metrics`` over real control sockets: a scrape reads both routers at
-once and never fails for one, and the route's content type and who may read it.
+"""The admin app's ``/metrics`` scrape over real control sockets: it reads both routers at
+once and never fails for one. The route itself is in ``tests/unit/app/routers/test_metrics.py``.
 
-Each router is a real control socket answering a canned snapshot (from
-``test_families.py``) from a thread.
+Each router is a real control socket answering a canned snapshot (from ``snapshots.py``)
+from a thread (``snapshot_server.py``); the ``routers`` fixture is the package conftest's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import msgspec
-import pytest
-import zmq
-from fastapi.testclient import TestClient
-
-from app.main import create_app
 from app.metrics import HostMetrics
-from app.settings import AdminSettings
-from router_core.control import AsyncControlClient, Command, ControlServer
-from router_core.counters import Counters
-from router_core.transport import bind, close_bound
-from tests.unit.app.metrics.test_families import (
-    detokenizer_snapshot,
-    parse,
-    tokenizer_snapshot,
-    value,
-    write_worker_metrics,
-)
-
-WAIT_S = 5.0
-
-
-class SnapshotServer:
-    """A real control socket answering ``metrics`` with a canned snapshot, from a thread."""
-
-    def __init__(self, endpoint: str, snapshot: Mapping[str, Any]) -> None:
-        self.endpoint = endpoint
-        self.snapshot = snapshot
-        self._ready = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="snapshot-server")
-
-    def _run(self) -> None:
-        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        sock = bind(context, zmq.ROUTER, self.endpoint)
-        try:
-            commands = {"metrics": Command(lambda state, args, reply_to: state, _NoArgs, "m")}
-            server = ControlServer(sock, dict(self.snapshot), commands, Counters())
-            self._ready.set()
-            while not self._stop.is_set():
-                if sock.poll(20, zmq.POLLIN):
-                    server.handle_ready()
-        finally:
-            close_bound(sock, self.endpoint)
-            context.destroy(linger=0)
-
-    def __enter__(self) -> SnapshotServer:
-        self._thread.start()
-        assert self._ready.wait(WAIT_S), "the snapshot server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(WAIT_S)
-        assert not self._thread.is_alive()
-
-
-class _NoArgs(msgspec.Struct, forbid_unknown_fields=True):
-    pass
-
-
-@pytest.fixture
-def routers(run_dir: Path) -> Iterator[tuple[str, str]]:
-    """The two routers' control endpoints, each answering a canned snapshot."""
-    tokenizer = f"ipc://{run_dir}/router-control"
-    detokenizer = f"ipc://{run_dir}/detok-router-control"
-    with (
-        SnapshotServer(tokenizer, tokenizer_snapshot()),
-        SnapshotServer(detokenizer, detokenizer_snapshot()),
-    ):
-        yield tokenizer, detokenizer
+from router_core.control import AsyncControlClient
+from tests.unit.app.metrics.snapshot_server import SnapshotServer
+from tests.unit.app.metrics.snapshots import parse, tokenizer_snapshot, value
+from tests.unit.app.metrics.worker_files import write_worker_metrics
 
 
 def scrape(endpoints: Mapping[str, str], multiproc_dir: Path | None = None) -> dict[str, Any]:
@@ -168,35 +101,3 @@ class TestHostMetrics:
         up = parsed["switchboard_router_up"]
         assert [(s.labels, s.value) for s in up.samples] == [({"process": "tokenizer_router"}, 0.0)]
         assert set(parsed) == {"switchboard_router_up"}
-
-
-class TestMetricsRoute:
-    """``GET /metrics`` on the admin app: content type and who may read it."""
-
-    def settings(self, endpoints: tuple[str, str], **tokens: str) -> AdminSettings:
-        tokenizer, detokenizer = endpoints
-        return AdminSettings(
-            control_endpoint=tokenizer,
-            detok_control_endpoint=detokenizer,
-            metrics_timeout_s=1.0,
-            **tokens,  # type: ignore[arg-type]
-        )
-
-    def test_open_without_viewer_tokens_on_loopback(self, routers: tuple[str, str]) -> None:
-        """Only operator tokens on loopback: Prometheus reads it without a token."""
-        app = create_app(self.settings(routers, operator_tokens="ops:opstoken"))
-        with TestClient(app) as client:
-            answer = client.get("/metrics")
-        assert answer.status_code == 200
-        assert answer.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
-        assert "switchboard_router_up" in parse(answer.content)
-
-    def test_viewer_tokens_make_it_need_one(self, routers: tuple[str, str]) -> None:
-        """With viewer tokens configured, no token is a 401 and a viewer's token reads it."""
-        settings = self.settings(
-            routers, operator_tokens="ops:opstoken", viewer_tokens="grafana:viewtoken"
-        )
-        with TestClient(create_app(settings)) as client:
-            assert client.get("/metrics").status_code == 401
-            bearer = {"Authorization": "Bearer viewtoken"}
-            assert client.get("/metrics", headers=bearer).status_code == 200
