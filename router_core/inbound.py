@@ -1,4 +1,4 @@
-"""What both routers do with inbound sockets: receive, validate the header, regroup.
+"""What every loop does with inbound sockets: receive, validate the header and frame count.
 
 A message is validated once here (header decodes, fits its kind, frame count matches)
 and only then handed to a router's handler; every failure is counted under ``rejected``
@@ -8,7 +8,7 @@ with a reason, and the loop goes on. The worker link validates its inbound messa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Final
@@ -24,9 +24,9 @@ from router_core.transport import (
     close_bound,
     recv_message,
 )
-from router_core.wire import Header, WireError, decode_header, encode_header, payload_frame_count
+from router_core.wire import Header, WireError, decode_header, payload_frame_count
 
-__all__ = ["BUDGET", "BoundSockets", "FrameCount", "Handler", "accept", "drain", "regroup"]
+__all__ = ["BUDGET", "BoundSockets", "FrameCount", "Handler", "accept", "drain"]
 
 #: Messages handled per socket per loop iteration, so one busy socket cannot starve the
 #: others (or the timers).
@@ -80,36 +80,6 @@ def drain(
             continue
         accept(frames, handle, counters)
     return budget
-
-
-def regroup(
-    header: Header, frames: Sequence[FrameLike], rows: Sequence[int]
-) -> Sequence[FrameLike]:
-    """The message carrying only ``rows`` of a batch message.
-
-    A new header names those rows' rids and owners; the row frames themselves pass
-    through untouched. When ``rows`` is the whole batch, the message is reused as is.
-    """
-    if len(rows) == len(header.rids):
-        return frames
-    sub_header = Header(
-        header.kind,
-        [header.rids[i] for i in rows],
-        [header.reply_to[i] for i in rows],
-        header.sent_ns,
-        header.traceparent,
-        header.tracestate,
-        _subset(header.row_traces, rows),
-    )
-    return [encode_header(sub_header), *(frames[i + 1] for i in rows)]
-
-
-def _subset(row_traces: list[str], rows: Sequence[int]) -> list[str]:
-    """The trace contexts of ``rows``; empty when none of them is traced."""
-    if not row_traces:
-        return []
-    chosen = [row_traces[i] for i in rows]
-    return chosen if any(chosen) else []
 
 
 class BoundSockets(AbstractContextManager["BoundSockets"]):

@@ -21,11 +21,12 @@ from router_core.counters import Counters
 from router_core.destinations import Destination
 from router_core.detokenizer_router.picker import DetokenizerPicker
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
-from router_core.inbound import drain, regroup
+from router_core.inbound import drain
 from router_core.loop import LoopResources, PollLoop
 from router_core.traffic import DETOKENIZE, TrafficStats, fabric_metrics
 from router_core.transport import FrameLike
 from router_core.wire import BATCH_KINDS, Header, Kind
+from router_core.wire.regroup import regroup
 
 __all__ = ["COMMANDS", "DetokenizerRouter"]
 

@@ -37,7 +37,7 @@ from router_core.destinations import Destination, DestinationSet
 from router_core.endpoints import EngineEndpoints, check_endpoint
 from router_core.engine_link.inputs import EngineInput, Request, read_input
 from router_core.engine_link.traces import RequestSpans
-from router_core.inbound import BUDGET, drain, regroup
+from router_core.inbound import BUDGET, drain
 from router_core.transport import (
     DEFAULT_BACKLOG,
     DEFAULT_HWM,
@@ -61,6 +61,7 @@ from router_core.wire.outputs import (
     BatchStrOutput,
     BatchTokenIDOutput,
 )
+from router_core.wire.regroup import regroup
 
 __all__ = ["MAX_BATCH_ROWS", "EngineLink"]
 

@@ -29,12 +29,13 @@ import zmq
 from router_core import tracing
 from router_core.counters import Counters
 from router_core.destinations import DestinationSet
-from router_core.inbound import Handler, drain, regroup
+from router_core.inbound import Handler, drain
 from router_core.loop import LoopResources, PollLoop
 from router_core.transport import FrameLike
 from router_core.wire import Header, Kind, WireError
 from router_core.wire.codec import decode_payload, frame_batch
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
+from router_core.wire.regroup import regroup
 from router_core.wire.split import (
     BatchShapeError,
     check_batch_shape,
