@@ -6,7 +6,6 @@ raises the transport error being translated.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -267,15 +266,3 @@ class TestChecks:
         """URL-safe tokens, and none at all, pass."""
         assert check_token("abc-_~+/=.XYZ09") == "abc-_~+/=.XYZ09"
         assert check_token(None) is None
-
-
-class TestExports:
-    """Every module of the package lists in ``__all__`` only names it has."""
-
-    @pytest.mark.parametrize("name", ["", ".client", ".commands", ".errors", ".render"])
-    def test_all_names_exist(self, name: str) -> None:
-        """Each name in __all__ is an attribute, listed once."""
-        module = importlib.import_module(f"switchboard.admin_cli{name}")
-        exported = module.__all__
-        assert [item for item in exported if not hasattr(module, item)] == []
-        assert len(set(exported)) == len(exported)

@@ -1,200 +1,32 @@
 """The operator commands end to end against a canned admin API: output, stderr, exit status.
 
-A real HTTP server (``http.server`` in a thread, on a free loopback port) answers each
-``(method, path)`` with canned JSON and records what it was sent, so these tests cover
-the whole command path, socket included, without the admin app.
+A real HTTP server (``http.server`` in a thread, on a free loopback port: ``canned_api.py``,
+the ``api`` fixture of the package conftest) answers each ``(method, path)`` with canned
+JSON and records what it was sent, so these tests cover the whole command path, socket
+included, without the admin app.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from switchboard.admin_cli import EPILOG, add_parsers, run
-from switchboard.cli import ADMIN_COMMANDS, build_parser, main
-from tests.unit.switchboard.admin_cli.test_render import LOAD, operation, status, worker
+from switchboard.admin_cli import run
+from tests.unit.switchboard.admin_cli.api_bodies import LOAD, operation, status, worker
+from tests.unit.switchboard.admin_cli.canned_api import (
+    TOKEN,
+    CannedApi,
+    free_port,
+    invoke,
+    parse,
+)
 
 REPO = Path(__file__).resolve().parents[4]
-TOKEN = "op-token-123"
-#: How long a stalled answer waits for the test to end (the client gives up long before).
-STALL_S = 10.0
-
-
-@dataclass
-class Seen:
-    """One request the canned API received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class CannedApi:
-    """Answers by ``(method, path)``; ``stall`` paths wait until the test ends."""
-
-    url: str = ""
-    routes: dict[tuple[str, str], tuple[int, Any]] = field(default_factory=dict)
-    requests: list[Seen] = field(default_factory=list)
-    stall: set[str] = field(default_factory=set)
-    released: threading.Event = field(default_factory=threading.Event)
-
-    def answer(self, method: str, path: str, status: int, body: Any) -> None:
-        self.routes[(method, path)] = (status, body)
-
-
-def _handler(api: CannedApi) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _respond(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            api.requests.append(
-                Seen(
-                    self.command,
-                    self.path,
-                    dict(self.headers.items()),
-                    json.loads(raw) if raw else None,
-                )
-            )
-            if self.path in api.stall:
-                api.released.wait(STALL_S)
-            status, body = api.routes.get(
-                (self.command, self.path),
-                (404, {"error": {"code": "not_found", "message": f"no route {self.path}"}}),
-            )
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = _respond
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: the test reads ``api.requests`` instead."""
-
-    return Handler
-
-
-@pytest.fixture
-def api() -> Iterator[CannedApi]:
-    """A canned admin API on a free loopback port, stopped after the test."""
-    canned = CannedApi()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(canned))
-    server.daemon_threads = True
-    canned.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield canned
-    finally:
-        canned.released.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-@pytest.fixture(autouse=True)
-def no_admin_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The operator's own SWITCHBOARD_ADMIN_* never reach these tests."""
-    monkeypatch.delenv("SWITCHBOARD_ADMIN_URL", raising=False)
-    monkeypatch.delenv("SWITCHBOARD_ADMIN_TOKEN", raising=False)
-
-
-def parse(*words: str) -> argparse.Namespace:
-    """The operator commands' parser alone, as switchboard.cli builds it."""
-    parser = argparse.ArgumentParser(prog="switchboard")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(list(words))
-
-
-@dataclass
-class Result:
-    status: int
-    out: str
-    err: str
-
-
-def invoke(capsys: pytest.CaptureFixture[str], api: CannedApi | None, *words: str) -> Result:
-    """Run one command against ``api`` with the operator token; its exit status and output."""
-    connection = ["--url", api.url, "--token", TOKEN] if api is not None else []
-    code = run(parse(*words, *connection))
-    captured = capsys.readouterr()
-    return Result(code, captured.out, captured.err)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class TestParsers:
-    """The commands switchboard.cli dispatches here are the ones added here."""
-
-    def test_names_match_admin_commands(self) -> None:
-        """add_parsers adds exactly switchboard.cli's ADMIN_COMMANDS."""
-        parser = argparse.ArgumentParser()
-        sub = parser.add_subparsers(dest="command")
-        add_parsers(sub)
-        assert set(sub.choices) == ADMIN_COMMANDS
-
-    def test_help_documents_exit_statuses(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """Each command's --help ends with the environment and the exit statuses."""
-        for command in sorted(ADMIN_COMMANDS):
-            with pytest.raises(SystemExit) as caught:
-                build_parser(with_up_flags=False).parse_args([command, "--help"])
-            assert caught.value.code == 0
-            out = capsys.readouterr().out
-            assert EPILOG in out
-            assert "3  the admin app is unreachable" in out
-
-    @pytest.mark.parametrize(
-        "words",
-        [
-            ["pause", "--mode", "sideways"],
-            ["pause", "--timeout", "0"],
-            ["continue", "--timeout", "-1"],
-            ["status", "--timeout", "nan"],
-            ["workers", "--timeout", "soon"],
-            ["drain"],
-            ["undrain", "a", "b"],
-        ],
-    )
-    def test_usage_errors_exit_2(
-        self, words: list[str], capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        """A bad command line exits 2 with one line on stderr."""
-        with pytest.raises(SystemExit) as caught:
-            main(words)
-        assert caught.value.code == 2
-        err = capsys.readouterr().err
-        assert len(err.strip().splitlines()) == 1
-
-    def test_defaults(self) -> None:
-        """Mode abort; url, token and timeout unset until the environment is read."""
-        args = parse("pause")
-        assert (args.mode, args.url, args.token, args.timeout, args.json) == (
-            "abort",
-            None,
-            None,
-            None,
-            False,
-        )
 
 
 class TestReads:
