@@ -1,38 +1,14 @@
-"""``switchboard up`` and the admin app: tokens, the admin child, the serving line."""
+"""``switchboard up`` and the admin app's tokens: configured, generated, refused, and kept
+from the children."""
 
 from __future__ import annotations
-
-import re
-from pathlib import Path
 
 import pytest
 
 from app.tokens import NamedToken
-from switchboard.supervisor.admin import AdminAccess, admin_access
-from switchboard.supervisor.layout import START_GROUPS, admin_url, child_environment, stack_layout
-from switchboard.supervisor.rundir import RunDirectory
-from switchboard.supervisor.settings import (
-    FOREIGN_ENV,
-    SettingsError,
-    StackSettings,
-    env_name,
-    load_settings,
-)
-from switchboard.supervisor.supervise import Supervisor
-
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SWITCHBOARD_* setting from the caller's environment leaks into a test."""
-    for field in StackSettings.model_fields:
-        monkeypatch.delenv(env_name(field), raising=False)
-
-
-def opened(path: Path) -> RunDirectory:
-    """A given run directory, opened (it is never removed)."""
-    run_dir = RunDirectory(path)
-    run_dir.open()
-    return run_dir
+from switchboard.supervisor.admin import admin_access
+from switchboard.supervisor.layout import child_environment
+from switchboard.supervisor.settings import FOREIGN_ENV, SettingsError, load_settings
 
 
 class TestAdminTokens:
@@ -112,63 +88,3 @@ class TestAdminTokens:
             {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "ops:t0ken"}
         )
         assert settings.host == "0.0.0.0"
-
-
-class TestAdminChild:
-    """The admin app as a child of the stack."""
-
-    def test_admin_child(self, tmp_path: Path) -> None:
-        """switchboard admin on host:admin_port, ready on /healthz, tokens in its env only."""
-        secret = "s3cretAdminT0ken"
-        settings = load_settings({"admin_port": "9101", "admin_operator_tokens": f"ops:{secret}"})
-        env = admin_access(settings).environment()
-        admin = {spec.name: spec for spec in stack_layout(settings, tmp_path, 7, env)}["admin"]
-        argv = list(admin.argv)
-        assert argv[argv.index("admin") - 1] == "switchboard.cli"
-        assert argv[argv.index("--port") + 1] == "9101"
-        assert argv[argv.index("--host") + 1] == "127.0.0.1"
-        assert (admin.ready.kind, admin.ready.target) == ("http", "http://127.0.0.1:9101/healthz")
-        assert admin.env == env and not any(secret in part for part in argv)
-        assert secret not in repr(admin) and admin.socket_files == ()
-        detok = argv[argv.index("--detok-control-endpoint") + 1]
-        assert detok == f"ipc://{tmp_path}/detok-router-control"
-
-    def test_starts_after_the_router_and_stops_first(self) -> None:
-        """The admin app starts with the detokenizer router, once the router is ready."""
-        assert START_GROUPS[0] == ("router",) and "admin" in START_GROUPS[1]
-        roles = [role for group in START_GROUPS for role in group]
-        assert sorted(roles) == sorted(
-            ["router", "detok-router", "admin", "detokenizer", "engine", "worker"]
-        )
-
-    def test_wildcard_host_shows_loopback(self) -> None:
-        """A wildcard host's console URL is its loopback address."""
-        settings = load_settings(
-            {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "ops:t0ken"}
-        )
-        assert admin_url(settings) == "http://127.0.0.1:8001"
-
-
-class TestServingLine:
-    """The one stdout line."""
-
-    def test_console_url_with_the_generated_token(self, tmp_path: Path) -> None:
-        """With no token configured, the serving line's console URL carries it."""
-        settings = load_settings({"run_dir": str(tmp_path)})
-        supervisor = Supervisor(settings, opened(tmp_path))
-        supervisor.admin = AdminAccess((NamedToken("console", "gen-tok"),), generated="gen-tok")
-        line = supervisor.serving_line()
-        assert re.fullmatch(
-            r"switchboard: serving http://127\.0\.0\.1:8000 \(2 workers, 2 detokenizers, "
-            r"built-in engine\); console http://127\.0\.0\.1:8001/#token=gen-tok; "
-            rf"run dir {re.escape(str(tmp_path))}; Ctrl-C to stop",
-            line,
-        ), line
-
-    def test_configured_tokens_are_not_shown(self, tmp_path: Path) -> None:
-        """With tokens configured, the console URL has no fragment."""
-        settings = load_settings({"admin_operator_tokens": "ops:secret-tok"})
-        supervisor = Supervisor(settings, opened(tmp_path))
-        supervisor.admin = admin_access(settings)
-        line = supervisor.serving_line()
-        assert "console http://127.0.0.1:8001/;" in line and "secret-tok" not in line

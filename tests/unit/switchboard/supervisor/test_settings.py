@@ -1,15 +1,11 @@
-"""The supervisor's pure parts: settings precedence and errors, restart backoff, the layout."""
+"""The stack settings: precedence, refusals, renamed settings, and docs/operating.md."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
-from switchboard.supervisor.backoff import RestartBackoff
-from switchboard.supervisor.layout import child_environment, stack_layout
-from switchboard.supervisor.preflight import check_port_free, check_run_dir
 from switchboard.supervisor.settings import (
     RENAMED,
     SettingsError,
@@ -19,13 +15,6 @@ from switchboard.supervisor.settings import (
     is_loopback_host,
     load_settings,
 )
-
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SWITCHBOARD_* setting from the caller's environment leaks into a test."""
-    for field in [*StackSettings.model_fields, *RENAMED]:
-        monkeypatch.delenv(env_name(field), raising=False)
 
 
 def write_toml(path: Path, text: str) -> Path:
@@ -250,120 +239,6 @@ class TestRenamedSettings:
             assert getattr(settings, field) == getattr(SchedulerConfig, field)
 
 
-class TestPreflight:
-    """Checks made before anything starts."""
-
-    def test_port_in_use_is_refused(self) -> None:
-        """A port with a listener (even one using SO_REUSEPORT) is reported in use."""
-        with socket.socket() as listener:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            listener.bind(("127.0.0.1", 0))
-            listener.listen()
-            port = listener.getsockname()[1]
-            with pytest.raises(SettingsError, match="already in use"):
-                check_port_free("127.0.0.1", port)
-        check_port_free("127.0.0.1", port)
-
-    def test_run_dir_too_deep_for_ipc(self, tmp_path: Path) -> None:
-        """A run directory whose socket paths exceed the kernel's limit is refused."""
-        with pytest.raises(SettingsError, match="too long"):
-            check_run_dir(tmp_path / ("d" * 120))
-
-
-class TestRestartBackoff:
-    """Doubling delays, capped, forgiven after a healthy run."""
-
-    def test_doubles_up_to_the_cap(self) -> None:
-        """Quick crashes wait initial, 2x, 4x ... never beyond the maximum."""
-        backoff = RestartBackoff(initial_s=0.5, max_s=3.0, reset_after_s=30.0)
-        assert [backoff.next_delay(1.0) for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
-
-    def test_healthy_run_resets(self) -> None:
-        """A child that ran past reset_after_s restarts after the initial delay again."""
-        backoff = RestartBackoff(initial_s=0.5, max_s=10.0, reset_after_s=30.0)
-        for _ in range(4):
-            backoff.next_delay(0.1)
-        assert backoff.next_delay(31.0) == 0.5
-        assert backoff.next_delay(0.1) == 1.0
-
-    def test_many_crashes_do_not_overflow(self) -> None:
-        """Thousands of crashes in a row still give the cap."""
-        backoff = RestartBackoff(initial_s=0.5, max_s=10.0, reset_after_s=30.0)
-        for _ in range(5000):
-            delay = backoff.next_delay(0.0)
-        assert delay == 10.0
-
-
-class TestLayout:
-    """The children, their order, arguments and socket files."""
-
-    def test_roles_in_start_order(self, tmp_path: Path) -> None:
-        """Router, detok router, M detokenizers, engine, N workers w0..w{N-1}, admin app."""
-        settings = load_settings({"workers": "3", "detokenizers": "2"})
-        names = [spec.name for spec in stack_layout(settings, tmp_path, 42)]
-        assert names == [
-            "router", "detok-router", "detokenizer-0", "detokenizer-1", "engine",
-            "worker-w0", "worker-w1", "worker-w2", "admin",
-        ]  # fmt: skip
-
-    def test_every_child_dies_with_the_supervisor(self, tmp_path: Path) -> None:
-        """Each child is given --parent-pid, --run-dir and the log level."""
-        settings = load_settings({"log_level": "warning"})
-        for spec in stack_layout(settings, tmp_path, 4242):
-            argv = list(spec.argv)
-            assert argv[argv.index("--parent-pid") + 1] == "4242"
-            assert argv[argv.index("--run-dir") + 1] == str(tmp_path)
-            assert argv[argv.index("--log-level") + 1] == "WARNING"
-
-    def test_settings_reach_their_children(self, tmp_path: Path) -> None:
-        """Engine, detokenizer and worker settings appear on the right command lines."""
-        settings = load_settings(
-            {"step_time_s": "0.05", "outputs_via": "router", "port": "9100", "tokenizer": "/t.json"}
-        )
-        specs = {spec.name: list(spec.argv) for spec in stack_layout(settings, tmp_path, 1)}
-        assert specs["engine"][specs["engine"].index("--step-time-s") + 1] == "0.05"
-        detok = specs["detokenizer-1"]
-        assert detok[detok.index("--outputs-via") + 1] == "router"
-        assert detok[detok.index("--index") + 1] == "1"
-        worker = specs["worker-w1"]
-        assert worker[worker.index("--worker-id") + 1] == "w1"
-        assert worker[worker.index("--port") + 1] == "9100"
-        tokenized = [name for name in specs if "router" not in name and name != "admin"]
-        assert all("--tokenizer" in specs[name] for name in tokenized)
-
-    def test_every_child_command_line_parses(self, tmp_path: Path) -> None:
-        """Each child's argv is accepted by that subcommand's own parser, in new spellings."""
-        from switchboard.cli import build_parser
-
-        settings = load_settings({"step_time_s": "0.05", "graceful_timeout_s": "3"})
-        for spec in stack_layout(settings, tmp_path, 1):
-            words = list(spec.argv[3:])  # after: python -m switchboard.cli
-            args = build_parser(words[0]).parse_args(words)
-            assert args.command == spec.role
-            if spec.role == "engine":
-                assert (args.step_time_s, args.outputs_via) == (0.05, "direct")
-            if spec.role == "worker":
-                assert args.graceful_timeout_s == 3.0
-        old = {"--step-time", "--per-token-cost", "--graceful-timeout", "detokenizers"}
-        words = {word for spec in stack_layout(settings, tmp_path, 1) for word in spec.argv}
-        assert not old & words
-
-    def test_socket_files_are_in_the_run_dir(self, tmp_path: Path) -> None:
-        """Every socket file a child binds lies in the run directory."""
-        specs = stack_layout(load_settings({}), tmp_path, 1)
-        files = [path for spec in specs for path in spec.socket_files]
-        assert len(files) == len(set(files)) == 5 + 2 + 2 + 1 + 2
-        assert all(path.parent == tmp_path for path in files)
-
-    def test_child_environment_drops_stack_settings(self) -> None:
-        """Children do not inherit SWITCHBOARD_ settings variables, but keep foreign ones."""
-        env = child_environment(
-            {"SWITCHBOARD_PORT": "1", "SWITCHBOARD_CACHE_DIR": "/c", "PATH": "/bin"}
-        )
-        assert env["SWITCHBOARD_CACHE_DIR"] == "/c" and env["PATH"] == "/bin"
-        assert "SWITCHBOARD_PORT" not in env and env["PYTHONUNBUFFERED"] == "1"
-
-
 class TestOperatingDoc:
     """docs/operating.md stays true to the settings."""
 
@@ -389,63 +264,3 @@ class TestOperatingDoc:
             row = rows[name]
             for spelling in (f"`{old}`", f"`{flag_name(old)}`", f"`{env_name(old)}`"):
                 assert spelling in row, f"{name}: {spelling} not in {row}"
-
-
-class TestObservabilitySettings:
-    """Metrics and tracing: the settings and what they put in the children's environment."""
-
-    def test_metrics_on_by_default_and_off_by_flag_or_env(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        """metrics defaults on; --no-metrics and SWITCHBOARD_METRICS=0 turn it off."""
-        assert load_settings({}).metrics is True
-        assert load_settings({"metrics": False}).metrics is False
-        monkeypatch.setenv("SWITCHBOARD_METRICS", "0")
-        assert load_settings({}).metrics is False
-
-    def test_metrics_flags_in_help(self) -> None:
-        """`up --help` documents --metrics/--no-metrics (default on) and --otlp-endpoint."""
-        import argparse
-
-        from switchboard.supervisor.cli import add_parser
-
-        parser = argparse.ArgumentParser()
-        add_parser(parser.add_subparsers())
-        up = parser.parse_args(["up", "--no-metrics", "--otlp-endpoint", "http://127.0.0.1:4318"])
-        assert up.metrics is False and up.otlp_endpoint == "http://127.0.0.1:4318"
-        assert "metrics" not in vars(parser.parse_args(["up"]))
-
-    @pytest.mark.parametrize("endpoint", ["127.0.0.1:4318", "grpc://x:4317", "http://"])
-    def test_otlp_endpoint_must_be_an_http_url(self, endpoint: str) -> None:
-        """An OTLP endpoint that is not an http(s) URL is refused, naming the flag."""
-        with pytest.raises(SettingsError, match=r"--otlp-endpoint .*http:// or https:// URL"):
-            load_settings({"otlp_endpoint": endpoint})
-
-    def test_children_get_the_metrics_dir_and_the_otlp_endpoint(self, tmp_path: Path) -> None:
-        """PROMETHEUS_MULTIPROC_DIR is the stack's; OTLP endpoint set; OTEL_* pass through."""
-        env = child_environment(
-            {"OTEL_TRACES_SAMPLER": "always_off", "PROMETHEUS_MULTIPROC_DIR": "/elsewhere"},
-            metrics_dir=tmp_path / "metrics",
-            otlp_endpoint="http://127.0.0.1:4318",
-        )
-        assert env["PROMETHEUS_MULTIPROC_DIR"] == str(tmp_path / "metrics")
-        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://127.0.0.1:4318"
-        assert env["OTEL_TRACES_SAMPLER"] == "always_off"
-
-    def test_metrics_off_leaves_no_multiproc_dir(self) -> None:
-        """With metrics off no child records, whatever the supervisor's environment says."""
-        env = child_environment({"PROMETHEUS_MULTIPROC_DIR": "/elsewhere"})
-        assert "PROMETHEUS_MULTIPROC_DIR" not in env
-        assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env
-
-    def test_metrics_directory_is_wiped_then_removed(self, tmp_path: Path) -> None:
-        """prepare() empties a previous run's directory; remove() deletes it."""
-        from switchboard.supervisor.metrics_dir import MetricsDirectory
-
-        directory = MetricsDirectory(tmp_path / "metrics")
-        directory.prepare()
-        (directory.path / "counter_123.db").write_bytes(b"old run")
-        assert list(directory.prepare().iterdir()) == []
-        directory.retire(123)  # nothing to retire: no error
-        directory.remove()
-        assert not directory.path.exists()
