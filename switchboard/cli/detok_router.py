@@ -12,7 +12,7 @@ from typing import Any
 
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.endpoints import DetokenizerRouterEndpoints
-from switchboard.cli.flags import add_settings_flags, settings_values
+from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     UsageError,
     add_common_flags,
@@ -70,16 +70,7 @@ def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
             allow_remote=remote,
         ),
     )
-    try:
-        return DetokenizerRouterSettings(
-            endpoints=endpoints,
-            hwm=args.hwm,
-            backlog_limit=args.backlog,
-            allow_remote=remote,
-            **settings_values(args, DetokenizerRouterSettings),
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    return loop_settings(DetokenizerRouterSettings, args, endpoints=endpoints)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,10 +15,11 @@ import dataclasses
 import sys
 import typing
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from router_core.settings_fields import Bound, flag_specs
 from switchboard.cli.support import (
+    UsageError,
     non_negative_float,
     non_negative_int,
     port,
@@ -26,7 +27,9 @@ from switchboard.cli.support import (
     positive_int,
 )
 
-__all__ = ["VALIDATORS", "add_settings_flags", "settings_values"]
+__all__ = ["VALIDATORS", "add_settings_flags", "loop_settings", "settings_values"]
+
+SettingsT = TypeVar("SettingsT")
 
 #: The argparse ``type`` of a field, by its annotation and bound.
 VALIDATORS: dict[tuple[type, Bound | None], Callable[[str], Any]] = {
@@ -92,3 +95,25 @@ def add_settings_flags(parser: argparse.ArgumentParser, settings_class: type) ->
 def settings_values(args: argparse.Namespace, settings_class: type) -> dict[str, Any]:
     """The flagged fields of ``settings_class`` as ``args`` holds them, by field name."""
     return {field.name: getattr(args, field.name) for field, _ in flag_specs(settings_class)}
+
+
+def loop_settings(
+    settings_class: type[SettingsT], args: argparse.Namespace, **given: Any
+) -> SettingsT:
+    """A loop process's settings: its flagged fields and the common queue flags
+    (``--hwm``, ``--backlog``, ``--allow-remote``) from ``args``, and ``given``.
+
+    :class:`UsageError` (one line) for a combination the settings refuse.
+    """
+    # A settings dataclass takes keywords; type[T] alone tells mypy nothing of them.
+    build: Callable[..., SettingsT] = settings_class
+    try:
+        return build(
+            hwm=args.hwm,
+            backlog_limit=args.backlog,
+            allow_remote=args.allow_remote,
+            **given,
+            **settings_values(args, settings_class),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc

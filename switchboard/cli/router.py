@@ -11,9 +11,8 @@ from typing import Any
 
 from router_core.endpoints import RouterEndpoints
 from router_core.tokenizer_router.settings import RouterSettings
-from switchboard.cli.flags import add_settings_flags, settings_values
+from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
-    UsageError,
     add_common_flags,
     checked_endpoint,
     run_dir,
@@ -62,16 +61,7 @@ def settings(args: argparse.Namespace) -> RouterSettings:
             for field in ENDPOINTS
         }
     )
-    try:
-        return RouterSettings(
-            endpoints=endpoints,
-            hwm=args.hwm,
-            backlog_limit=args.backlog,
-            allow_remote=remote,
-            **settings_values(args, RouterSettings),
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    return loop_settings(RouterSettings, args, endpoints=endpoints)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
-from switchboard.cli.flags import add_settings_flags, settings_values
+from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     UsageError,
     add_common_flags,
@@ -62,18 +62,16 @@ def build(args: argparse.Namespace) -> Detokenizer:
         )
     try:
         tokenizer = load_tokenizer(args.tokenizer)
-        settings = DetokenizerSettings(
-            endpoint=endpoint,
-            outputs_to="router" if args.outputs_via == "router" else "workers",
-            router_outputs=router_outputs,
-            tokenizer=tokenizer,
-            hwm=args.hwm,
-            backlog_limit=args.backlog,
-            allow_remote=remote,
-            **settings_values(args, DetokenizerSettings),
-        )
-    except (TokenizerLoadError, ValueError) as exc:
+    except TokenizerLoadError as exc:
         raise UsageError(str(exc)) from exc
+    settings = loop_settings(
+        DetokenizerSettings,
+        args,
+        endpoint=endpoint,
+        outputs_to="router" if args.outputs_via == "router" else "workers",
+        router_outputs=router_outputs,
+        tokenizer=tokenizer,
+    )
     return Detokenizer(settings)
 
 
