@@ -4,14 +4,16 @@
 through :class:`router_core.control.ControlClient`. An engine takes part through
 :class:`router_core.EngineLink` (see ``docs/engine.md``).
 
-The engine link's names are imported on first use (PEP 562): importing a pure module of
-this package (``router_core.wire``, ``router_core.registry``, ...) loads no zmq.
+The engine link's names are imported on first use (:mod:`router_core.lazy`): importing a
+pure module of this package (``router_core.wire``, ``router_core.registry``, ...) loads
+no zmq.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from router_core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from router_core.engine_link import (
@@ -24,11 +26,4 @@ if TYPE_CHECKING:
 
 __all__ = ["Command", "EngineEndpoints", "EngineInput", "EngineLink", "Request"]
 
-
-def __getattr__(name: str) -> Any:
-    """Import an engine-link name on first use."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("router_core.engine_link"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), dict.fromkeys(__all__, "router_core.engine_link"))

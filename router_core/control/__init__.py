@@ -8,8 +8,7 @@ so pure code (a router's handlers) can use the protocol without loading zmq.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from router_core.control.commands import DEFERRED, Command, ControlCommand, ReplyTo
 from router_core.control.protocol import (
@@ -19,6 +18,7 @@ from router_core.control.protocol import (
     ControlTimeout,
     ErrorCode,
 )
+from router_core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from router_core.control.client import AsyncControlClient, ControlClient
@@ -46,12 +46,4 @@ _SOCKET_BOUND = {
     "ControlServer": "router_core.control.server",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Import a socket-bound name on first use (PEP 562)."""
-    module = _SOCKET_BOUND.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _SOCKET_BOUND)

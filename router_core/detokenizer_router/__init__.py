@@ -6,10 +6,10 @@ imported on first use (PEP 562), so importing the pure picker loads no zmq.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from router_core.detokenizer_router.picker import DetokenizerPicker, StickyKey
+from router_core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from router_core.detokenizer_router.router import DetokenizerRouter
@@ -23,12 +23,4 @@ _LAZY: Final = {
     "DetokenizerRouterSettings": "router_core.detokenizer_router.settings",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Import a socket-bound name on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _LAZY)

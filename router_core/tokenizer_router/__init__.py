@@ -7,8 +7,9 @@ are imported on first use (PEP 562), so the pure core modules of this package
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from router_core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from router_core.tokenizer_router.router import ENGINE, TokenizerRouter
@@ -23,12 +24,4 @@ _EXPORTS = {
     "TokenizerRouter": "router_core.tokenizer_router.router",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Import an exported name on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _EXPORTS)

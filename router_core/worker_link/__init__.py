@@ -12,9 +12,9 @@ The socket-bound names (``WorkerLink``, ``WorkerLinkSettings``) are imported on 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
+from router_core.lazy import lazy_exports
 from router_core.worker_link.dispatch import RECEIVE_SPAN, OutputsObserver
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
 from router_core.worker_link.session import WorkerIdentity, WorkerSession, op_sequence
@@ -45,12 +45,4 @@ _LAZY: Final = {
     "WorkerLinkSettings": "router_core.worker_link.settings",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Import a socket-bound name on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _LAZY)

@@ -15,6 +15,15 @@ PURE_MODULES = (
     "router_core/barrier.py",
     "router_core/detokenizer_router/picker.py",
     "router_core/histogram.py",
+    "router_core/counters.py",
+    "router_core/traffic.py",
+    "router_core/lazy.py",
+    "router_core/limits.py",
+    "router_core/settings_fields.py",
+    # The routers' control commands and replies (the clients and server are not pure).
+    "router_core/control/commands.py",
+    "router_core/control/protocol.py",
+    "router_core/control/replies.py",
     "router_core/worker_link/session.py",
     # The worker link's core: inbound dispatch, the timer and what sends count.
     "router_core/worker_link/dispatch.py",
