@@ -153,4 +153,6 @@ class PauseBarrier:
 
     def next_deadline(self) -> float | None:
         """The earliest deadline among pending operations."""
-        return min((op.deadline for op in self._pending.values()), default=None)
+        if not self._pending:
+            return None
+        return min(op.deadline for op in self._pending.values())

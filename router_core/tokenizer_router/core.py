@@ -112,6 +112,13 @@ class RouterCore:
         record = self.registry.by_address(address)
         return "unknown" if record is None else record.worker_id
 
+    def next_due(self) -> float:
+        """When a timer is next due (monotonic): the heartbeat expiry check, or the
+        earliest barrier deadline. Cheap, so the shell asks it every loop iteration."""
+        deadline = self.pause.next_deadline()
+        due = self._next_expiry_check
+        return due if deadline is None or due <= deadline else deadline
+
     def tick(self, at: Instant) -> tuple[list[Effect], float]:
         """Run the timers: heartbeat expiry (a few times per timeout) and barrier
         deadlines. Returns their effects and when the next timer is due (monotonic)."""
@@ -121,8 +128,4 @@ class RouterCore:
             interval = min(0.25, self.settings.heartbeat_timeout_s / 4)
             self._next_expiry_check = at.mono + interval
         effects += self.pause.expire(at)
-        deadline = self.pause.next_deadline()
-        due = (
-            self._next_expiry_check if deadline is None else min(deadline, self._next_expiry_check)
-        )
-        return effects, due
+        return effects, self.next_due()

@@ -141,6 +141,10 @@ class TokenizerRouter:
             self._apply(self.core.outputs.dispatch(header, frames, _now()))
 
     def _tick(self, now: float) -> float | None:
+        # Every loop iteration: only a timer that is due costs more than a comparison.
+        due = self.core.next_due()
+        if now < due:
+            return due
         effects, due = self.core.tick(Instant(now, time.time()))
         self._apply(effects)
         return due
