@@ -173,7 +173,7 @@ class TestPauseContinue:
 
     def test_pause_in_place_then_continue(self, stack: AdminStack) -> None:
         """pause --mode in_place acks from both workers and the engine; continue undoes it."""
-        out = succeeded(cli(stack, "pause", "--mode", "in_place", "--timeout", "5"))
+        out = succeeded(cli(stack, "pause", "--mode", "in_place", "--timeout-s", "5"))
         assert out.splitlines()[0].startswith("pause (in_place): complete in ")
         assert "stragglers  -" in out.splitlines()
         status = api(stack, "GET", "/api/status")

@@ -55,7 +55,7 @@ class TestControlErrors:
         assert status["workers"] == {"serving": 1}
         assert status["counters"]["rejected"] == {"unknown_command": 1, "control_arguments": 5}
 
-        ctl = [switchboard_bin, "ctl", "--endpoint", router.endpoints.control, "--timeout", "5"]
+        ctl = [switchboard_bin, "ctl", "--endpoint", router.endpoints.control, "--timeout-s", "5"]
         good = subprocess.run(
             [*ctl, "get_worker", "worker_id=w0"],
             check=False,

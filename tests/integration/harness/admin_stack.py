@@ -239,7 +239,7 @@ def admin_stack(
         *("--port", str(port)),
         *("--admin-port", str(admin_port)),
         *("--run-dir", str(run_dir)),
-        *("--step-time", repr(step_time)),
+        *("--step-time-s", repr(step_time)),
         *extra_args,
     ]
     with open(log_dir / "up.stdout", "wb") as out, open(log_dir / "up.stderr", "wb") as err:

@@ -44,7 +44,7 @@ MODEL = "switchboard-sim"
 STARTUP_S = 60.0
 #: Liveness and barriers loose enough that a worker busy with hundreds of streams on a
 #: loaded machine is never declared dead; later flags override ``FAST_ROUTER_ARGS``.
-ROUTER_ARGS = ("--heartbeat-timeout=10", "--barrier-timeout=10")
+ROUTER_ARGS = ("--heartbeat-timeout-s=10", "--barrier-timeout-s=10")
 #: In-flight requests get this long after SIGTERM (teardown waits 10 s for a worker).
 WORKER_GRACE_S = "5"
 #: The stack alive now, if any (see :func:`http_stack`).
@@ -244,7 +244,7 @@ def _start(
             str(stack.port),
             "--parent-pid",
             str(os.getpid()),
-            "--graceful-timeout",
+            "--graceful-timeout-s",
             WORKER_GRACE_S,
             *worker_args,
         ]

@@ -27,7 +27,11 @@ __all__ = [
 ]
 
 #: Router settings that keep the suite fast: liveness in ~1.5 s, barriers in ~1 s.
-FAST_ROUTER_ARGS = ("--heartbeat-interval=0.2", "--heartbeat-timeout=1.5", "--barrier-timeout=1.0")
+FAST_ROUTER_ARGS = (
+    "--heartbeat-interval-s=0.2",
+    "--heartbeat-timeout-s=1.5",
+    "--barrier-timeout-s=1.0",
+)
 
 
 def router_socket_files(endpoints: RouterEndpoints) -> list[Path]:
