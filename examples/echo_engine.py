@@ -136,7 +136,10 @@ class EchoEngine:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--run-dir", required=True, help="the stack's run directory")
-    parser.add_argument("--outputs-via", choices=("direct", "router"), default="direct")
+    # "detokenizers" is the old spelling of "direct" (EngineEndpoints takes both).
+    parser.add_argument(
+        "--outputs-via", choices=("direct", "router", "detokenizers"), default="direct"
+    )
     parser.add_argument("--tokens", type=int, default=4, help="tokens per request at most")
     parser.add_argument(
         "--load-interval-s", "--load-interval", type=float, default=0.5, help="seconds"
