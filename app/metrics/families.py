@@ -163,11 +163,14 @@ def _workers(snapshot: TokenizerRouterMetrics) -> Iterable[Metric]:
     yield from (by_state, up, heartbeat, in_flight, paused, since, operations)
 
 
-def _engine(engine: EngineMetrics) -> Iterable[Metric]:
-    """The engine's liveness and latest load (zeros before its first report)."""
+def _engine(engine: EngineMetrics | None) -> Iterable[Metric]:
+    """The engine's liveness and latest load (zeros before its first report); a
+    snapshot with no engine block gives only ``switchboard_engine_up`` 0."""
     up = _gauge("switchboard_engine_up")
-    up.add_metric([], 1.0 if engine.up else 0.0)
+    up.add_metric([], 1.0 if engine is not None and engine.up else 0.0)
     yield up
+    if engine is None:
+        return
     for value, name in (
         (engine.running, "switchboard_engine_running_requests"),
         (engine.waiting, "switchboard_engine_waiting_requests"),

@@ -216,4 +216,5 @@ class TokenizerRouterMetrics(RouterMetrics, kw_only=True):
     paused: bool
     pause_state_since_unix_s: float
     pause_operations: list[PauseOperationCount]
-    engine: EngineMetrics
+    #: Always sent by Switchboard's router; ``nil`` is read as an engine that is down.
+    engine: EngineMetrics | None

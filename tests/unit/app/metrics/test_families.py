@@ -121,6 +121,14 @@ class TestRouterFamilies:
         running = families["switchboard_engine_running_requests"]
         assert value(running, "switchboard_engine_running_requests") == 0
 
+    def test_no_engine_load_reports_the_engine_down(self) -> None:
+        """Without a load snapshot only switchboard_engine_up is reported, at 0."""
+        snapshot = tokenizer_snapshot()
+        snapshot["engine"] = None
+        families = by_name(router_families(tokenizer_metrics(snapshot)))
+        assert value(families["switchboard_engine_up"], "switchboard_engine_up") == 0
+        assert "switchboard_engine_running_requests" not in families
+
     def test_an_unreadable_snapshot_raises(self) -> None:
         """A snapshot of another shape does not decode (the client answers it as a
         control error); the scrape then marks that router down."""
