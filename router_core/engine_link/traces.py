@@ -115,4 +115,5 @@ class RequestSpans:
 
 
 def _reason_type(reason: dict[str, Any]) -> str:
-    return FinishReason.of(reason).type or "finished"
+    kind = FinishReason.of(reason).type
+    return "finished" if kind is None else kind

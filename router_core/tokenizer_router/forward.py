@@ -22,19 +22,14 @@ from router_core.destinations import Destination
 from router_core.inbound import BUDGET, accept, drain
 from router_core.traffic import FORWARD, HOP_BOUNDS_NS, TrafficStats, message_bytes
 from router_core.transport import FrameLike
-from router_core.wire import DATA_KINDS, Header, Kind, encode_header
+from router_core.wire import DATA_KINDS, Header, encode_header
+from router_core.wire.kinds import KIND_LABELS, kind_label
 
-__all__ = ["ForwardHop", "kind_label"]
+__all__ = ["ForwardHop"]
 
-_KIND_LABELS: Final = {kind.value: kind.name.lower() for kind in Kind}
 
 #: The span of one forwarded request (role-based name, see docs/observability.md).
 SPAN_NAME: Final = "tokenizer-router forward"
-
-
-def kind_label(kind: Kind) -> str:
-    """The metric label of a kind."""
-    return _KIND_LABELS[kind.value]
 
 
 class ForwardHop:
@@ -76,7 +71,7 @@ class ForwardHop:
             )
             for code, count in zip(fast.kinds, result.counts, strict=True):
                 if count:
-                    self._counters.add("forwarded", _KIND_LABELS[code], count)
+                    self._counters.add("forwarded", KIND_LABELS[code], count)
                     budget -= count
             for address, messages, nbytes in result.sources:
                 worker = self._worker_of(address.decode("ascii"))

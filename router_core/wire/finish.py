@@ -28,10 +28,11 @@ class FinishReason(msgspec.Struct, frozen=True, kw_only=True):
     """A finish reason as its reader sees it: ``type`` and the fields of that type.
 
     ``type`` is ``length``, ``stop`` or ``abort`` from Switchboard's processes; an engine
-    of one's own may send another word, which readers treat as a plain stop.
+    of one's own may send another word (or none: ``None``), and each reader picks what
+    that means to it.
     """
 
-    type: str
+    type: str | None
     #: ``stop``: the stop token id or stop string that matched (None: EOS or none).
     matched: int | str | None = None
     #: ``length``: the ``max_new_tokens`` reached.
@@ -41,14 +42,14 @@ class FinishReason(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def of(cls, reason: Mapping[str, Any]) -> FinishReason:
-        """The typed view of a wire map; keys of the wrong type read as absent (a map
-        without a string ``type`` has type ``""``: its reader picks the word)."""
+        """The typed view of a wire map; keys of the wrong type read as absent (``type``
+        None when the map has no string ``type``)."""
         kind = reason.get("type")
         matched = reason.get("matched")
         length = reason.get("length")
         message = reason.get("message")
         return cls(
-            type=kind if isinstance(kind, str) else "",
+            type=kind if isinstance(kind, str) else None,
             matched=matched if isinstance(matched, int | str) else None,
             length=length if isinstance(length, int) and not isinstance(length, bool) else None,
             message=message if isinstance(message, str) else None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["BATCH_KINDS", "DATA_KINDS", "Kind", "kind_label"]
+__all__ = ["BATCH_KINDS", "DATA_KINDS", "KIND_LABELS", "Kind", "kind_label"]
 
 
 class Kind(IntEnum):
@@ -50,9 +50,10 @@ DATA_KINDS: frozenset[Kind] = frozenset({Kind.GENERATE, Kind.EMBED, Kind.ABORT})
 BATCH_KINDS: frozenset[Kind] = frozenset({Kind.TOKEN_BATCH, Kind.STR_BATCH, Kind.EMBEDDING_BATCH})
 
 
-_LABELS: dict[int, str] = {kind.value: kind.name.lower() for kind in Kind}
+#: Each kind's code -> its metric label: its name in lower case (``generate``, ``str_batch``).
+KIND_LABELS: dict[int, str] = {kind.value: kind.name.lower() for kind in Kind}
 
 
 def kind_label(kind: Kind) -> str:
-    """The metric label of a kind: its name in lower case (``generate``, ``str_batch``)."""
-    return _LABELS[kind.value]
+    """The metric label of ``kind`` (:data:`KIND_LABELS`)."""
+    return KIND_LABELS[kind.value]

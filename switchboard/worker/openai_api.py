@@ -48,7 +48,8 @@ def finish_reason(reason: dict[str, Any] | None) -> str | None:
     """OpenAI's ``finish_reason`` of an engine finish reason (``stop``, ``length``, ``abort``)."""
     if reason is None:
         return None
-    return FinishReason.of(reason).type or "stop"
+    kind = FinishReason.of(reason).type
+    return "stop" if kind is None else kind
 
 
 def _check_model(model: str, settings: WorkerSettings) -> None:
