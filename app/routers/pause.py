@@ -58,11 +58,14 @@ async def _barrier(
     timeout_s: float,
 ) -> Operation | JSONResponse:
     """Run ``action`` (pause, with its ``mode``, or continue), audited whatever happens."""
+    pausing = action is PAUSE
+    if pausing == (mode is None):
+        raise ValueError(f"{action.name}: a pause has a mode and a continue has none")
     try:
-        if mode is None:
-            operation = await control.resume(timeout_s)
-        else:
+        if mode is not None:
             operation = await control.pause(mode, timeout_s)
+        else:
+            operation = await control.resume(timeout_s)
     except ApiException as exc:
         audit(who.name, action, "all", "error", f"{exc.code}: {exc.message}")
         raise
@@ -73,7 +76,7 @@ async def _barrier(
         raise
     finally:
         poller.wake()
-    prefix = f"mode={mode} " if mode is not None else ""
+    prefix = f"mode={mode} " if pausing else ""
     if operation.complete:
         detail = f"{prefix}op={operation.op_id} acked={_names(operation.acked)}"
         audit(who.name, action, "all", "ok", detail)
