@@ -2,21 +2,21 @@
 
 A message reaches a table once its header and frame count are valid
 (:func:`router_core.inbound.accept`). The table finds the kind's entry, decodes the
-payload as the entry's struct and calls its handler, which returns effects. A kind with
-no entry is ``rejected{unexpected_kind}``; a payload that does not decode is rejected
-with the codec's reason; either way the loop goes on.
+payload (with the codec, as the entry's struct) and calls its handler, which returns
+effects. A kind with no entry is ``rejected{unexpected_kind}``; a payload that does not
+decode is rejected with the codec's reason; either way the loop goes on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import msgspec
 
 from router_core.counters import Counters
 from router_core.tokenizer_router.effects import Effect, Instant
-from router_core.wire import Header, Kind
+from router_core.wire import PAYLOAD_TYPES, Header, Kind, WireError, decode_payload
 
 if TYPE_CHECKING:
     from router_core.transport import FrameLike
@@ -35,7 +35,7 @@ class Decoded(Generic[PayloadT]):
     ``handler(payload, frames, at)`` gets the frames too, to count or pass them on.
     """
 
-    __slots__ = ("_decoder", "handler", "struct")
+    __slots__ = ("handler", "struct")
 
     def __init__(
         self,
@@ -44,19 +44,22 @@ class Decoded(Generic[PayloadT]):
     ) -> None:
         self.struct = struct
         self.handler = handler
-        self._decoder = msgspec.msgpack.Decoder(struct)
 
     def handle(
         self, header: Header, frames: Frames, at: Instant, counters: Counters
     ) -> list[Effect]:
-        """Decode the payload and run the handler; nothing (counted) if it does not decode."""
+        """Decode the payload (the codec's decoder for the kind, whose struct
+        :class:`InboundTable` checked is ``struct``) and run the handler; nothing, counted
+        with the codec's reason, if it does not decode."""
+        frame = frames[1]
         try:
-            # A zmq.Frame (the pure-Python receive path) exposes the buffer protocol.
-            payload = self._decoder.decode(frames[1])  # type: ignore[arg-type]
-        except msgspec.DecodeError:
-            counters.add("rejected", "bad_payload")
+            payload = decode_payload(
+                header.kind, frame if isinstance(frame, bytes) else frame.buffer
+            )
+        except WireError as exc:
+            counters.add("rejected", exc.reason)
             return []
-        return self.handler(payload, frames, at)
+        return self.handler(cast(PayloadT, payload), frames, at)
 
 
 class Raw:
@@ -78,6 +81,9 @@ class InboundTable:
     """The entries of one inbound socket, by kind."""
 
     def __init__(self, entries: Mapping[Kind, Decoded[Any] | Raw], counters: Counters) -> None:
+        for kind, entry in entries.items():
+            if isinstance(entry, Decoded) and PAYLOAD_TYPES.get(kind) is not entry.struct:
+                raise ValueError(f"{kind.name} does not carry a {entry.struct.__name__}")
         self.entries = dict(entries)
         self._counters = counters
 
