@@ -14,7 +14,7 @@ import argparse
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 if TYPE_CHECKING:
     from router_core.endpoints import OutputsVia
@@ -39,6 +39,10 @@ __all__ = [
     "seconds",
     "serve",
 ]
+
+
+#: A parsed flag value: a float or an int.
+Number = TypeVar("Number", float, int)
 
 
 class UsageError(Exception):
@@ -69,20 +73,21 @@ def _whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
+def _above_zero(value: Number, text: str, *, or_zero: bool) -> Number:
+    """``value`` if it is > 0 (or, ``or_zero``, >= 0); else the refusal naming ``text``."""
+    if value < 0 or (value == 0 and not or_zero):
+        raise argparse.ArgumentTypeError(f"must be {'>=' if or_zero else '>'} 0, got {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0."""
-    value = _finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+    return _above_zero(_finite(text), text, or_zero=False)
 
 
 def non_negative_float(text: str) -> float:
     """A finite number >= 0."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+    return _above_zero(_finite(text), text, or_zero=True)
 
 
 def seconds(text: str) -> float:
@@ -96,18 +101,12 @@ def seconds(text: str) -> float:
 
 def positive_int(text: str) -> int:
     """A whole number > 0."""
-    value = _whole(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+    return _above_zero(_whole(text), text, or_zero=False)
 
 
 def non_negative_int(text: str) -> int:
     """A whole number >= 0."""
-    value = _whole(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+    return _above_zero(_whole(text), text, or_zero=True)
 
 
 def port(text: str) -> int:
