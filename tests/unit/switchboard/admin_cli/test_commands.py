@@ -269,6 +269,20 @@ class TestConnection:
         assert "Authorization" not in api.requests[0].headers
 
 
+def _run_probe(probe: str, *words: str) -> subprocess.CompletedProcess[str]:
+    """``probe`` run by a fresh interpreter with ``words`` as its arguments and the token
+    in the environment."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SWITCHBOARD_ADMIN_TOKEN": TOKEN}
+    return subprocess.run(
+        [sys.executable, "-c", probe, *words],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
 class TestProcess:
     """As a process: python -m switchboard.cli, quick to start."""
 
@@ -287,15 +301,7 @@ class TestProcess:
             "print('heavy:', heavy)\n"
             "sys.exit(code)\n"
         )
-        env = {**os.environ, "PYTHONPATH": str(REPO), "SWITCHBOARD_ADMIN_TOKEN": TOKEN}
-        done = subprocess.run(
-            [sys.executable, "-c", probe, "load", "--url", api.url],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        done = _run_probe(probe, "load", "--url", api.url)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[0] == "running      3 of 256"
         assert done.stdout.splitlines()[-1] == "heavy: []"
@@ -310,14 +316,6 @@ class TestProcess:
             "print('heavy:', sorted(m for m in ('fastapi', 'pydantic') if m in sys.modules))\n"
             "sys.exit(code)\n"
         )
-        env = {**os.environ, "PYTHONPATH": str(REPO), "SWITCHBOARD_ADMIN_TOKEN": TOKEN}
-        done = subprocess.run(
-            [sys.executable, "-c", probe, "load", "--url", api.url],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        done = _run_probe(probe, "load", "--url", api.url)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1] == "heavy: []"

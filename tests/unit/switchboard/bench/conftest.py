@@ -12,6 +12,20 @@ import psutil
 import pytest
 
 
+def _left_empty(prefix: str) -> Iterator[Path]:
+    """A new directory under the system temp dir; once the test is done it must be empty
+    and no process the test started may be left running."""
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield root
+        assert list(root.iterdir()) == []
+        after = {child.pid for child in psutil.Process().children(recursive=True)}
+        assert after <= before
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture
 def clean_root() -> Iterator[Path]:
     """A root for trial directories; afterwards it must be empty and no child left.
@@ -19,27 +33,11 @@ def clean_root() -> Iterator[Path]:
     Made under the system temp dir, not pytest's ``tmp_path``: socket paths in it must
     stay within the 107 bytes of ``sun_path``.
     """
-    before = {child.pid for child in psutil.Process().children(recursive=True)}
-    root = Path(tempfile.mkdtemp(prefix="sbt-"))
-    try:
-        yield root
-        assert list(root.iterdir()) == []
-        after = {child.pid for child in psutil.Process().children(recursive=True)}
-        assert after <= before
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    yield from _left_empty("sbt-")
 
 
 @pytest.fixture
 def clean_tmpdir() -> Iterator[Path]:
     """A TMPDIR for the stacks' run directories; afterwards it must be empty and no
     process started by the test may be left running."""
-    before = {child.pid for child in psutil.Process().children(recursive=True)}
-    root = Path(tempfile.mkdtemp(prefix="sbe-"))
-    try:
-        yield root
-        assert list(root.iterdir()) == []
-        after = {child.pid for child in psutil.Process().children(recursive=True)}
-        assert after <= before
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    yield from _left_empty("sbe-")
