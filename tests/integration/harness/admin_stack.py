@@ -149,8 +149,10 @@ def _log_dir(where: pytest.TempPathFactory | Path) -> Path:
     return where.mktemp("admin-stack")
 
 
-def _wait_ready(stack: AdminStack) -> None:
-    """The serving line is out and the admin app answers ``/readyz`` 200."""
+def _wait_ready(stack: AdminStack, workers: int) -> None:
+    """The serving line is out, the admin app answers ``/readyz`` 200, and the router
+    has ``workers`` workers serving (the serving line needs only one of the workers that
+    share the port to answer; the others may still be registering)."""
 
     def serving() -> re.Match[str] | None:
         stack.assert_running()
@@ -173,6 +175,19 @@ def _wait_ready(stack: AdminStack) -> None:
                 return False
 
         wait_until(ready, STARTUP_S, "the admin app's /readyz", 0.05)
+    with stack.client(timeout=2.0) as client:
+
+        def serving_workers() -> list[str]:
+            stack.assert_running()
+            listed = client.get("/api/workers").json()["workers"]
+            return [worker["id"] for worker in listed if worker["state"] == "serving"]
+
+        wait_until(
+            lambda: len(serving_workers()) == workers,
+            STARTUP_S,
+            lambda: f"{workers} workers serving, got {serving_workers()}",
+            0.05,
+        )
     stack.descendants()
 
 
@@ -264,7 +279,7 @@ def admin_stack(
     )
     problems: list[str] = []
     try:
-        _wait_ready(stack)
+        _wait_ready(stack, workers)
         yield stack
     except BaseException:
         print(f"switchboard up's log ({stack.stderr_path}):\n{stack.stderr()[-8000:]}")
