@@ -8,6 +8,7 @@ handed to its request's :class:`ResponseStream`, which the HTTP handler reads wi
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
@@ -35,13 +36,15 @@ class ResponseStream:
     and ``put`` ignores further rows.
     """
 
-    __slots__ = ("_rows", "_wakeup", "engine_incarnation", "finished", "rid")
+    __slots__ = ("_rows", "_wakeup", "engine_incarnation", "finished", "rid", "updated_at")
 
     def __init__(self, rid: str) -> None:
         self.rid = rid
         self.finished = False
         #: The engine incarnation the request was sent to (0: unknown or not sent yet).
         self.engine_incarnation = 0
+        #: When the stream opened or last got a row (monotonic seconds): the idle clock.
+        self.updated_at = time.monotonic()
         self._rows: deque[OutputRow] = deque()
         self._wakeup: asyncio.Event = asyncio.Event()
 
@@ -49,6 +52,7 @@ class ResponseStream:
         """Queue ``row``; False if the stream had already finished (the row is dropped)."""
         if self.finished:
             return False
+        self.updated_at = time.monotonic()
         if finish_reason_of(row) is not None:
             self.finished = True
         self._rows.append(row)
