@@ -12,21 +12,45 @@ send that column; a match that starts further back than that can no longer be ta
 counted (``stop_trim_late``). A stop token id is trimmed by the incremental detokenizer.
 State is forgotten when a request finishes and evicted when it is not updated for
 ``ttl_s`` seconds or when more than ``max_states`` requests are open (oldest first).
+
+**Continuity.** Text continues exactly only from the state of every earlier row, so each
+row's place in its request is checked before it is decoded: it starts at output token
+``completion_tokens - len(output_ids)`` (the engine sends the step's new ids and the
+running total), which must be the count of tokens this detokenizer has decoded for the
+request. When it is not, the row becomes a finishing abort row with no text, and the
+request's state is forgotten:
+
+* no state and a row past token 0: the state was lost (this detokenizer restarted, the
+  request was moved here, or its state was evicted), counted ``output_continuity{lost_state}``;
+* state, and the row starts later: rows were lost on the way here (``{gap}``);
+* state, and the row starts earlier: rows came twice or out of order (``{overlap}``).
+
+An aborted request is remembered (bounded as the states are) so that its later rows are
+not answered with one abort each: :meth:`RowDetokenizer.text_row` drops them
+(``dropped{aborted_request}``), :meth:`RowDetokenizer.row` (for a caller that sends a
+row for every row) answers them with :data:`ALREADY_ABORTED`. A row at token 0 starts a
+new request under that key. A row that already finishes with an abort
+and does not follow keeps its own reason (the engine's words say more) and loses its
+text. An engine that sends no ``completion_tokens`` gets today's behaviour, counted once
+per request as ``output_continuity{unchecked}``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
+
 from router_core.counters import Counters
-from router_core.wire.finish import FinishReason
+from router_core.wire.finish import FinishReason, abort_reason
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
 from router_core.wire.split import batch_columns
 from switchboard.text import IncrementalDetokenizer, StopChecker, Tokenizer
 
-__all__ = ["RowDetokenizer", "str_row"]
+__all__ = ["ALREADY_ABORTED", "LOST_STATE", "RowDetokenizer", "discontinuity", "str_row"]
 
 #: Released characters remembered per request, to find a stop string that began in them.
 TAIL_CHARS: Final = 1024
@@ -51,6 +75,27 @@ def str_row(row: BatchTokenIDOutput, owner: str, text: str) -> BatchStrOutput:
     return BatchStrOutput(**fields)
 
 
+#: The abort message of a request whose decoding state is gone.
+LOST_STATE: Final = (
+    "the detokenizer lost this request's decoding state (it restarted or evicted it); "
+    "the text cannot continue exactly"
+)
+#: The abort message :meth:`RowDetokenizer.row` repeats for a row of an aborted request.
+ALREADY_ABORTED: Final = "the detokenizer already aborted this request"
+
+
+def discontinuity(decoded: int, position: int, where: str) -> str:
+    """Why a row starting at output token ``position`` cannot follow ``decoded`` tokens,
+    in words (``where`` names the hop: "before the detokenizer"). Token numbers count
+    from 0."""
+    if position > decoded:
+        return f"output rows were lost {where} (tokens {decoded}..{position - 1} missing)"
+    return (
+        f"output rows came twice or out of order {where} "
+        f"(a row from token {position} after {decoded} tokens)"
+    )
+
+
 def _first(column: list[Any] | None, default: Any) -> Any:
     if not column or column[0] is None:
         return default
@@ -65,6 +110,8 @@ class _Request:
     held: str = ""
     #: The last released characters.
     tail: str = field(default="")
+    #: Output tokens fed so far (the next row must start here).
+    decoded: int = 0
 
 
 class RowDetokenizer:
@@ -87,6 +134,8 @@ class RowDetokenizer:
         self.max_states = max_states
         self.counters = counters if counters is not None else Counters()
         self._states: OrderedDict[tuple[str, str], _Request] = OrderedDict()
+        #: Requests aborted for a discontinuity, oldest first: when last heard of.
+        self._aborted: OrderedDict[tuple[str, str], float] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._states)
@@ -94,12 +143,56 @@ class RowDetokenizer:
     def __contains__(self, key: object) -> bool:
         return key in self._states
 
+    def aborted(self, key: tuple[str, str]) -> bool:
+        """Whether ``key`` was aborted for a discontinuity and its rows are being dropped."""
+        return key in self._aborted
+
+    def text_row(self, row: BatchTokenIDOutput, owner: str, now: float) -> BatchStrOutput | None:
+        """The text row of one one-request token row owned by ``owner``: its new text, or
+        an abort row if it cannot continue its request exactly; None (counted) for a row
+        of a request already aborted here, which is not to be sent."""
+        text = self._convert(row, owner, now)
+        if text is None:
+            self.counters.add("dropped", "aborted_request")
+        return text
+
     def row(self, row: BatchTokenIDOutput, owner: str, now: float) -> BatchStrOutput:
-        """Detokenize one one-request token row owned by ``owner``."""
+        """:meth:`text_row` for a caller that sends a row for every row: one that
+        :meth:`text_row` drops comes back as an abort row again (:data:`ALREADY_ABORTED`,
+        counted ``output_continuity{repeated_abort}``); the worker's stream has ended and
+        drops it."""
+        text = self._convert(row, owner, now)
+        if text is None:
+            self.counters.add("output_continuity", "repeated_abort")
+            return _abort_row(row, owner, ALREADY_ABORTED)
+        return text
+
+    def _convert(self, row: BatchTokenIDOutput, owner: str, now: float) -> BatchStrOutput | None:
+        key = (owner, row.rids[0])
+        new_ids: list[int] = _first(row.output_ids, [])
+        finished: dict[str, Any] | None = _first(row.finished_reasons, None)
+        total: int | None = _first(row.completion_tokens, None)
+        position = None if total is None else total - len(new_ids)
+        if key in self._aborted:
+            if position != 0:
+                self._forget_aborted(key, finished is not None, now)
+                return None
+            del self._aborted[key]  # token 0: a new request under the same key
+        if position is None:
+            if key not in self._states:
+                self.counters.add("output_continuity", "unchecked")
+        else:
+            state = self._states.get(key)
+            decoded = 0 if state is None else state.decoded
+            if position != decoded:
+                message = self._why_not_continuous(state, position)
+                if finished is not None and finished.get("type") == "abort":
+                    return self._abort(row, key, owner, None, now)  # the engine's words
+                return self._abort(row, key, owner, message, now)
         text = self.step(
-            (owner, row.rids[0]),
-            _first(row.output_ids, []),
-            _first(row.finished_reasons, None),
+            key,
+            new_ids,
+            finished,
             skip_special_tokens=bool(_first(row.skip_special_tokens, True)),
             spaces_between_special_tokens=bool(_first(row.spaces_between_special_tokens, True)),
             no_stop_trim=bool(_first(row.no_stop_trim, False)),
@@ -107,6 +200,40 @@ class RowDetokenizer:
             now=now,
         )
         return str_row(row, owner, text)
+
+    def _abort(
+        self,
+        row: BatchTokenIDOutput,
+        key: tuple[str, str],
+        owner: str,
+        message: str | None,
+        now: float,
+    ) -> BatchStrOutput:
+        """End request ``key`` with an abort row with no text, its text cannot continue
+        exactly: for ``message``, or for the row's own abort reason when None."""
+        self._states.pop(key, None)
+        if message is None:
+            return str_row(row, owner, "")
+        if _first(row.finished_reasons, None) is None:  # more rows will come: drop them
+            self._aborted[key] = now
+        return _abort_row(row, owner, message)
+
+    def _why_not_continuous(self, state: _Request | None, position: int) -> str:
+        """The abort message for a row at ``position`` that does not follow ``state``."""
+        if state is None and position > 0:
+            self.counters.add("output_continuity", "lost_state")
+            return LOST_STATE
+        decoded = 0 if state is None else state.decoded
+        self.counters.add("output_continuity", "gap" if position > decoded else "overlap")
+        return discontinuity(decoded, position, "before the detokenizer")
+
+    def _forget_aborted(self, key: tuple[str, str], finished: bool, now: float) -> None:
+        """A row of an aborted request: the last one ends the memory, others refresh it."""
+        if finished:
+            del self._aborted[key]
+        else:
+            self._aborted[key] = now
+            self._aborted.move_to_end(key)
 
     def step(
         self,
@@ -140,6 +267,7 @@ class RowDetokenizer:
             state.detokenizer.stop = StopChecker(
                 stop_token_ids=[stop_token], no_stop_trim=no_stop_trim
             )
+        state.decoded += len(new_ids)
         text = state.detokenizer.feed(new_ids).text
         if finished is not None:
             text += state.detokenizer.finish().text
@@ -173,14 +301,36 @@ class RowDetokenizer:
         return full[base:end]
 
     def evict(self, now: float) -> int:
-        """Forget requests idle for ``ttl_s`` and the oldest beyond ``max_states``."""
-        evicted = 0
-        while self._states:
-            key, state = next(iter(self._states.items()))
-            if state.updated > now - self.ttl_s and len(self._states) <= self.max_states:
-                break
-            del self._states[key]
-            evicted += 1
+        """Forget requests idle for ``ttl_s`` and the oldest beyond ``max_states``; the
+        aborted requests remembered are bounded the same way."""
+        horizon = now - self.ttl_s
+        evicted = _evict(self._states, lambda state: state.updated, horizon, self.max_states)
         if evicted:
             self.counters.add("evicted", "states", evicted)
+        forgotten = _evict(self._aborted, lambda since: since, horizon, self.max_states)
+        if forgotten:
+            self.counters.add("evicted", "aborted_requests", forgotten)
         return evicted
+
+
+def _evict(
+    entries: OrderedDict[tuple[str, str], Any],
+    updated: Callable[[Any], float],
+    horizon: float,
+    limit: int,
+) -> int:
+    """Drop the oldest ``entries`` while last updated by ``horizon`` or more than ``limit``."""
+    evicted = 0
+    while entries:
+        key, entry = next(iter(entries.items()))
+        if updated(entry) > horizon and len(entries) <= limit:
+            break
+        del entries[key]
+        evicted += 1
+    return evicted
+
+
+def _abort_row(row: BatchTokenIDOutput, owner: str, message: str) -> BatchStrOutput:
+    """``row``'s text row, finishing with an abort for ``message``, with no text."""
+    text = str_row(row, owner, "")
+    return msgspec.structs.replace(text, finished_reasons=[abort_reason(message)])
