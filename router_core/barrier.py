@@ -4,14 +4,15 @@ Pure: no sockets, time passed in. Each operation has its own id and its own wait
 concurrent operations never share (or orphan) a reply slot; acknowledgements carry the
 operation id, so a late acknowledgement of an older operation completes that one only.
 
-An operation id is ``<prefix>-<seq>``: ``prefix`` names the barrier's owner (a random
-nonce per router start by default), ``seq`` counts up from ``first_seq``.
+An operation id is ``<incarnation>-<seq>`` (both decimal): ``incarnation`` names the
+barrier's owner (a router start; each start has a larger one), ``seq`` counts up from
+``first_seq`` (a restarted router goes on from the count it persisted). Workers and the
+engine order operations by ``(incarnation, seq)``
+(:func:`router_core.wire.control.op_order`).
 """
 
 from __future__ import annotations
 
-import itertools
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,11 +82,17 @@ class PauseOperation:
 class PauseBarrier:
     """Operations in flight, keyed by id, and the pause state the last one set."""
 
-    def __init__(self, nonce: str | None = None, *, first_seq: int = 1) -> None:
-        self._nonce = nonce or secrets.token_hex(4)
-        self._seq = itertools.count(first_seq)
+    def __init__(
+        self, incarnation: int = 0, *, first_seq: int = 1, state: PauseState | None = None
+    ) -> None:
+        if incarnation < 0 or first_seq < 1:
+            raise ValueError("incarnation >= 0 and first_seq >= 1 are required")
+        self.incarnation = incarnation
+        #: The last sequence number handed out (``first_seq - 1`` before the first).
+        self.last_seq = first_seq - 1
         self._pending: dict[str, PauseOperation] = {}
-        self.state = PauseState()
+        #: Where late joiners start: a restored state, or not paused.
+        self.state = state or PauseState()
 
     @property
     def pending(self) -> list[PauseOperation]:
@@ -106,9 +113,9 @@ class PauseBarrier:
 
         With no participants the operation is complete at once; the caller answers it.
         """
-        seq = next(self._seq)
+        self.last_seq = seq = self.last_seq + 1
         op = PauseOperation(
-            op_id=f"{self._nonce}-{seq}",
+            op_id=f"{self.incarnation}-{seq}",
             seq=seq,
             is_pause=is_pause,
             mode=mode if is_pause else None,

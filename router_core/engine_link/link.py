@@ -10,7 +10,11 @@ thread-safe.
 
 Every inbound message is validated before the engine sees it (header, frame count, kind,
 payload, and that the payload's ``rid`` is the header's); whatever fails is counted in
-``link.counters`` under ``rejected`` with a reason and skipped, never raised.
+``link.counters`` under ``rejected`` with a reason and skipped, never raised. What an
+engine must not act on twice after a fault (an operation no newer than the last one
+applied, a re-sent request that is still open) is kept from it by an
+:class:`~router_core.engine_link.gate.InputGate`: the operation is acknowledged here, the
+duplicate counted under ``duplicates``.
 
 Backpressure: sends never block. Each PUSH has ZeroMQ's queue (``hwm`` messages) and, in
 front of it, a backlog of ``backlog_limit`` messages (:mod:`router_core.destinations`). A
@@ -35,6 +39,7 @@ from router_core import tracing
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
 from router_core.endpoints import EngineEndpoints, check_endpoint
+from router_core.engine_link.gate import InputGate
 from router_core.engine_link.inputs import EngineInput, Request, read_input
 from router_core.engine_link.traces import RequestSpans
 from router_core.inbound import BUDGET, drain
@@ -54,7 +59,14 @@ from router_core.wire import (
     frame_batch,
     frame_message,
 )
-from router_core.wire.control import ENGINE, Acknowledgement, FreezeGC, LoadSnapshot
+from router_core.wire.control import (
+    ENGINE,
+    Acknowledgement,
+    ContinueRequest,
+    FreezeGC,
+    LoadSnapshot,
+    PauseRequest,
+)
 from router_core.wire.outputs import (
     BatchEmbeddingOutput,
     BatchOutput,
@@ -103,6 +115,7 @@ class EngineLink:
         self._allow_remote = allow_remote
         self._open: _OpenLink | None = None
         self._spans = RequestSpans()
+        self._gate = InputGate()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -148,6 +161,7 @@ class EngineLink:
         self._open = _OpenLink(
             context, inbound, poller, destinations, events, outputs, time.time_ns()
         )
+        self._gate = InputGate()  # a new incarnation: nothing applied, nothing open
         return self
 
     def close(self, drain_timeout_s: float = 2.0) -> None:
@@ -228,6 +242,12 @@ class EngineLink:
             self.counters.add("rejected", exc.reason)
             return
         self.counters.add("received", header.kind.name.lower())
+        duplicate = self._gate.screen(item)
+        if duplicate is not None:
+            self.counters.add("duplicates", duplicate)
+            if isinstance(item.payload, PauseRequest | ContinueRequest):
+                self.acknowledge(item.payload.op_id)  # applied before; the barrier hears it
+            return
         if tracing.enabled() and isinstance(item, Request):
             item = self._spans.on_request(item)
         into.append(item)
@@ -248,6 +268,7 @@ class EngineLink:
         context in the header's ``row_traces``, the send is an ``engine emit_batch`` span,
         and the request spans of finishing rows end (see :mod:`.traces`).
         """
+        self._gate.finished(batch.rids, batch.http_worker_ipcs, batch.finished_reasons)
         if not self._spans:  # always so while tracing is off
             return self._send_rows(batch, traceparent, tracestate, ())
         row_traces = self._spans.row_traces(batch)

@@ -82,6 +82,7 @@ def pause(core: RouterCore, args: spec.PauseArgs, reply_to: ReplyTo, at: Instant
     op, effects = core.pause.start(
         is_pause=True, mode=args.mode, timeout_s=args.timeout_s, waiter=reply_to, at=at
     )
+    effects.insert(0, core.persist())  # saved before the broadcast announces it
     return Handled(core.pause.outcome_of(op, at) if op.complete else DEFERRED, effects)
 
 
@@ -90,6 +91,7 @@ def continue_(core: RouterCore, args: spec.ContinueArgs, reply_to: ReplyTo, at: 
     op, effects = core.pause.start(
         is_pause=False, mode=None, timeout_s=args.timeout_s, waiter=reply_to, at=at
     )
+    effects.insert(0, core.persist())
     return Handled(core.pause.outcome_of(op, at) if op.complete else DEFERRED, effects)
 
 
@@ -98,7 +100,9 @@ def drain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instan
     record = _worker(core, args.worker_id)
     if not core.registry.command_drain(record):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
-    return Handled(record.view(at.mono, at.wall), [_drain_message(record, drain=True)])
+    core.drain_marks.mark(record.worker_id)
+    effects = [core.persist(), _drain_message(record, drain=True)]
+    return Handled(record.view(at.mono, at.wall), effects)
 
 
 def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
@@ -107,7 +111,9 @@ def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Inst
     resume: WorkerState = "paused" if core.pause.state.paused else "serving"
     if not core.registry.command_undrain(record, resume):
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
-    return Handled(record.view(at.mono, at.wall), [_drain_message(record, drain=False)])
+    core.drain_marks.unmark(record.worker_id)
+    effects = [core.persist(), _drain_message(record, drain=False)]
+    return Handled(record.view(at.mono, at.wall), effects)
 
 
 def load(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:

@@ -7,6 +7,10 @@ the control commands (:mod:`router_core.tokenizer_router.commands`) and the time
 (:meth:`tick`). Each of them takes decoded input and the time and returns the effects
 for the shell to carry out, so the whole router is driven in-process by tests.
 
+State that must outlive the process (the pause state, the operation counter, the drain
+marks) comes in as ``restored`` and goes out as :class:`Persist` effects carrying
+:meth:`RouterCore.durable_state`; ``incarnation`` is this start's.
+
 Two probes come from the shell: ``connect(address)`` opens the socket to a worker that
 registers (False if libzmq refuses the address) and ``backlogs()`` reads the queues of
 its destinations.
@@ -20,7 +24,8 @@ from router_core.counters import Counters
 from router_core.registry import WorkerRegistry
 from router_core.tokenizer_router.backward import BackwardPath
 from router_core.tokenizer_router.dispatch import Decoded, InboundTable
-from router_core.tokenizer_router.effects import Effect, Instant
+from router_core.tokenizer_router.durable import DrainMarks, DurableState
+from router_core.tokenizer_router.effects import Effect, Instant, Persist
 from router_core.tokenizer_router.engine_events import EngineEvents, EngineState
 from router_core.tokenizer_router.pause import PauseCoordinator
 from router_core.tokenizer_router.registration import RegistrationHandler
@@ -49,10 +54,14 @@ class RouterCore:
         started: Instant,
         connect: Callable[[str], bool],
         backlogs: Callable[[], dict[str, int]],
-        id_prefix: str | None = None,
+        incarnation: int = 0,
+        restored: DurableState | None = None,
     ) -> None:
         self.settings = settings
         self.started = started
+        self.incarnation = incarnation
+        #: Workers an operator drained: drained again when they (re-)register.
+        self.drain_marks = DrainMarks(() if restored is None else restored.drained)
         self.counters = Counters()
         self.traffic = TrafficStats()
         self.registry = WorkerRegistry(settings.heartbeat_timeout_s)
@@ -63,12 +72,16 @@ class RouterCore:
             self.counters,
             barrier_timeout_s=settings.barrier_timeout_s,
             started_wall=started.wall,
-            id_prefix=id_prefix,
+            incarnation=incarnation,
+            restored=restored,
         )
         self.registration = RegistrationHandler(
             settings,
             registry=self.registry,
             pause=self.pause,
+            drain_marks=self.drain_marks,
+            persist=self.persist,
+            incarnation=incarnation,
             counters=self.counters,
             traffic=self.traffic,
             connect=connect,
@@ -106,6 +119,23 @@ class RouterCore:
         #: The outputs socket (``--outputs-via router``): batches back to the workers.
         self.outputs = InboundTable(self.backward.entries(), self.counters)
         self._next_expiry_check = 0.0
+
+    def durable_state(self) -> DurableState:
+        """What a restarted router must start from, as of now."""
+        state = self.pause.state
+        return DurableState(
+            incarnation=self.incarnation,
+            paused=state.paused,
+            mode=state.mode,
+            op_id=state.op_id,
+            seq=self.pause.barrier.last_seq,
+            since=self.pause.state_since,
+            drained=self.drain_marks.ids(),
+        )
+
+    def persist(self) -> Persist:
+        """The effect that saves :meth:`durable_state` (put it before the sends it covers)."""
+        return Persist(self.durable_state())
 
     def worker_label(self, address: str) -> str:
         """The id of the worker at ``address`` for metric labels (``unknown`` if none)."""

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 
 from router_core.control.commands import ReplyTo
 from router_core.control.replies import OperationOutcome
+from router_core.tokenizer_router.durable import DurableState
 
 if TYPE_CHECKING:
     from router_core.transport import FrameLike
 
-__all__ = ["Answer", "Effect", "Forget", "FreezeGarbageCollector", "Instant", "Send"]
+__all__ = ["Answer", "Effect", "Forget", "FreezeGarbageCollector", "Instant", "Persist", "Send"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,5 +72,13 @@ class FreezeGarbageCollector:
     """Freeze this process's garbage collector (``gc.freeze()``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Save ``state`` to the state file (if the router has one) before the effects that
+    follow: a broadcast never goes out ahead of the state it announces."""
+
+    state: DurableState
+
+
 #: Anything a handler may ask for.
-Effect = Send | Answer | Forget | FreezeGarbageCollector
+Effect = Send | Answer | Forget | FreezeGarbageCollector | Persist

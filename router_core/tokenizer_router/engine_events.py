@@ -2,7 +2,10 @@
 
 :class:`EngineState` is when the engine was last heard from and its latest load;
 :class:`EngineEvents` handles the two messages the engine sends the router
-(acknowledgements and load snapshots). Pure: time comes in as an :class:`Instant`.
+(acknowledgements and load snapshots). An engine the router has not seen in the current
+pause state yet (the first load report after this router started, or one from a new
+engine incarnation) is sent the current state's command again. Pure: time comes in as
+an :class:`Instant`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ class EngineState:
     seen_at: float | None = None
     latest_load: LoadSnapshot | None = None
     load_received_at: float | None = None
+    #: The ``engine_started_ns`` last sent the current pause state (None: none yet).
+    brought_in_step: int | None = None
 
     def is_live(self, now: float) -> bool:
         """Whether the engine has sent an event within ``timeout_s``."""
@@ -67,11 +72,19 @@ class EngineEvents:
     def on_load(
         self, snapshot: LoadSnapshot, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
-        """``LOAD``: keep the snapshot and forward it, untouched, to every worker."""
+        """``LOAD``: keep the snapshot and forward it, untouched, to every worker; bring
+        an engine this router has not seen in the pause state into it."""
         engine = self._engine
         engine.seen_at = engine.load_received_at = at.mono
         engine.latest_load = snapshot
-        return [
+        effects: list[Effect] = []
+        if engine.brought_in_step != snapshot.engine_started_ns:
+            engine.brought_in_step = snapshot.engine_started_ns
+            command = self._pause.engine_command()
+            if command is not None:
+                effects.append(command)
+        effects += [
             Send(record.address, frames, traffic=(BROADCAST, record.worker_id))
             for record in self._registry.workers()
         ]
+        return effects

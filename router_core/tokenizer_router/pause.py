@@ -6,8 +6,10 @@ finished each way and how long their barriers took. It starts operations (the br
 to every worker and the command to the engine), applies acknowledgements, and finishes
 operations that completed, lost a participant or timed out, answering their callers.
 
-Operation ids are ``<prefix>-<seq>``; the prefix is the one place an owner's identity
-enters an id. Pure: time comes in as an :class:`Instant`.
+Operation ids are ``<incarnation>-<seq>``: the router's incarnation is the one place its
+identity enters an id. A restarted router starts from the :class:`DurableState` its
+predecessor saved: in the same pause state, counting on from the same sequence number.
+Pure: time comes in as an :class:`Instant`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from router_core.control.replies import (
 from router_core.counters import Counters
 from router_core.histogram import BARRIER_BUCKETS, HistogramSet
 from router_core.registry import WorkerRegistry
+from router_core.tokenizer_router.durable import DurableState
 from router_core.tokenizer_router.effects import Answer, Effect, Instant, Send
 from router_core.tokenizer_router.engine_events import EngineState
 from router_core.traffic import BROADCAST
@@ -58,13 +61,23 @@ class PauseCoordinator:
         *,
         barrier_timeout_s: float,
         started_wall: float,
-        id_prefix: str | None = None,
+        incarnation: int = 0,
+        restored: DurableState | None = None,
     ) -> None:
         self._registry = registry
         self._engine = engine
         self._counters = counters
         self.barrier_timeout_s = barrier_timeout_s
-        self.barrier = PauseBarrier(id_prefix)
+        if restored is None:
+            self.barrier = PauseBarrier(incarnation)
+        else:
+            state = PauseState(
+                paused=restored.paused,
+                mode=restored.mode if restored.paused else None,
+                op_id=restored.op_id,
+                seq=restored.seq,
+            )
+            self.barrier = PauseBarrier(incarnation, first_seq=restored.seq + 1, state=state)
         #: Seconds from broadcast to answer, per operation (``pause``/``continue``).
         self.barrier_time = HistogramSet(BARRIER_BUCKETS)
         #: Finished operations per ``(operation, mode, result)``.
@@ -72,7 +85,7 @@ class PauseCoordinator:
         #: Outcomes of the latest finished operations, oldest first.
         self.recent: deque[OperationOutcome] = deque(maxlen=RECENT_OPERATIONS)
         #: When the pause state last changed (Unix seconds); None until the first change.
-        self.state_since: float | None = None
+        self.state_since: float | None = None if restored is None else restored.since
         self._started_wall = started_wall
 
     # ------------------------------------------------------------------ views
@@ -174,6 +187,24 @@ class PauseCoordinator:
     def expire(self, at: Instant) -> list[Effect]:
         """Answer every operation past its deadline, naming its stragglers."""
         return self._finish(self.barrier.expire(at.mono), at)
+
+    def engine_command(self) -> Send | None:
+        """The command that puts an engine in the current pause state (None before any
+        operation): sent again to an engine the router has not seen apply it (a new
+        engine incarnation, or the first load report after this router started). The
+        engine's link ignores an operation it already applied."""
+        state = self.barrier.state
+        if not state.op_id:
+            return None
+        message: PauseRequest | ContinueRequest = (
+            PauseRequest(state.op_id, state.mode or "abort")
+            if state.paused
+            else ContinueRequest(state.op_id)
+        )
+        kind = Kind.PAUSE if state.paused else Kind.CONTINUE
+        return Send(
+            ENGINE, frame_message(kind, message), counter=("engine_reapplied", kind.name.lower(), 1)
+        )
 
     def outcome_of(self, op: PauseOperation, at: Instant) -> OperationOutcome:
         """The answer to a finished operation, also kept among the recent outcomes."""

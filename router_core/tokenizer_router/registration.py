@@ -3,8 +3,10 @@
 A worker registers (and may register again at will), heartbeats, and deregisters when it
 leaves; one that stops heartbeating past the timeout is dead. Every departure closes the
 worker's socket and releases the barriers waiting for it. The router answers a
-registration with the current pause state, so a late joiner starts in step, and tells a
-heartbeating stranger (a worker of a router that restarted) to register again.
+registration with the current pause state and its own incarnation, so a late joiner
+(or a worker of the router this one replaced) starts in step, re-drains a worker an
+operator drained, and tells a heartbeating stranger (a worker of a router that
+restarted) to register again.
 
 Pure: ``connect(address)`` is the shell's probe that the router can open a socket to a
 worker (it creates the destination); time comes in as an :class:`Instant`.
@@ -21,7 +23,8 @@ import msgspec
 from router_core.counters import Counters
 from router_core.endpoints import EndpointError, check_endpoint
 from router_core.registry import WorkerRecord, WorkerRegistry
-from router_core.tokenizer_router.effects import Effect, Forget, Instant, Send
+from router_core.tokenizer_router.durable import DrainMarks
+from router_core.tokenizer_router.effects import Effect, Forget, Instant, Persist, Send
 from router_core.tokenizer_router.pause import PauseCoordinator
 from router_core.tokenizer_router.settings import RouterSettings
 from router_core.traffic import CONTROL, TrafficStats, message_bytes
@@ -30,6 +33,7 @@ from router_core.wire.control import (
     ENGINE,
     Acknowledgement,
     Deregistration,
+    DrainCommand,
     Heartbeat,
     RegistrationReply,
     WorkerRegistration,
@@ -52,6 +56,9 @@ class RegistrationHandler:
         *,
         registry: WorkerRegistry,
         pause: PauseCoordinator,
+        drain_marks: DrainMarks,
+        persist: Callable[[], Persist],
+        incarnation: int,
         counters: Counters,
         traffic: TrafficStats,
         connect: Callable[[str], bool],
@@ -59,6 +66,9 @@ class RegistrationHandler:
         self._settings = settings
         self._registry = registry
         self._pause = pause
+        self._drain_marks = drain_marks
+        self._persist = persist
+        self._incarnation = incarnation
         self._counters = counters
         self._traffic = traffic
         self._connect = connect
@@ -69,7 +79,8 @@ class RegistrationHandler:
     def on_register(
         self, registration: WorkerRegistration, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
-        """``REGISTER``: add or refresh the worker and answer with the pause state."""
+        """``REGISTER``: add or refresh the worker and answer with the pause state; a
+        worker with a drain mark is told to drain again right after the reply."""
         if registration.worker_id == ENGINE or not registration.worker_id:
             self._counters.add("rejected", "bad_worker_id")
             return []
@@ -92,11 +103,22 @@ class RegistrationHandler:
             pause_mode=state.mode,
             op_id=state.op_id,
             heartbeat_interval_s=self._settings.heartbeat_interval_s,
+            incarnation=self._incarnation,
         )
         self._counters.add("registrations", "accepted")
         self._count_control(record.worker_id, frames)
         reply_frames = frame_message(Kind.REGISTER_REPLY, reply)
         effects.append(Send(record.address, reply_frames, traffic=(CONTROL, record.worker_id)))
+        if record.worker_id in self._drain_marks and self._registry.command_drain(record):
+            drain = frame_message(Kind.DRAIN, DrainCommand(record.worker_id, True))
+            effects.append(
+                Send(
+                    record.address,
+                    drain,
+                    traffic=(CONTROL, record.worker_id),
+                    counter=("drain_reapplied", "register", 1),
+                )
+            )
         return effects
 
     def on_heartbeat(
@@ -127,7 +149,11 @@ class RegistrationHandler:
             self._counters.add("rejected", "unknown_worker")
             return []
         self._counters.add("deregistrations", leaving.reason[:32] or "unspecified")
-        return self.depart(record, "deregistered", at)
+        effects = self.depart(record, "deregistered", at)
+        if leaving.worker_id in self._drain_marks:  # it left: its drain is done
+            self._drain_marks.unmark(leaving.worker_id)
+            effects.insert(0, self._persist())
+        return effects
 
     def on_ack(
         self, ack: Acknowledgement, frames: Sequence[FrameLike], at: Instant

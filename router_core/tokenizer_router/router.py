@@ -6,6 +6,11 @@ socket is full the router stops reading requests (ZeroMQ then pushes back on the
 workers) rather than dropping any; worker control traffic has its own socket and keeps
 flowing.
 
+A router with a state file reads it at start (the pause state, drain marks and
+operation counter its predecessor saved), takes an incarnation above the saved one,
+saves at once, and saves again on every :class:`Persist` effect, before the broadcasts
+that follow it.
+
 Everything else is decided by :class:`~router_core.tokenizer_router.core.RouterCore`:
 each inbound message is validated (header, frame count), handed with the time to the
 core's table for its socket, and the effects the handler returns are carried out here,
@@ -22,6 +27,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import zmq
@@ -36,12 +42,14 @@ from router_core.tokenizer_router.backward import SPLIT_SPAN
 from router_core.tokenizer_router.commands import COMMANDS, RouterCommand
 from router_core.tokenizer_router.core import RouterCore
 from router_core.tokenizer_router.dispatch import InboundTable
+from router_core.tokenizer_router.durable import StateFile, next_incarnation
 from router_core.tokenizer_router.effects import (
     Answer,
     Effect,
     Forget,
     FreezeGarbageCollector,
     Instant,
+    Persist,
     Send,
 )
 from router_core.tokenizer_router.forward import ForwardHop
@@ -79,12 +87,26 @@ class TokenizerRouter:
     ) -> None:
         self.settings = settings
         self._context = context
+        self._state_file = (
+            None if settings.state_file is None else StateFile(Path(settings.state_file))
+        )
+        restored = None if self._state_file is None else self._state_file.load()
         self.core = RouterCore(
             settings,
             started=_now(),
             connect=self._connectable,
             backlogs=self._backlogs,
+            incarnation=next_incarnation(restored, time.time_ns()),
+            restored=restored,
         )
+        if restored is not None:
+            logger.info(
+                "tokenizer router restored %s (op %s, %d drained) from %s",
+                "paused" if restored.paused else "not paused",
+                restored.op_id or "none",
+                len(restored.drained),
+                settings.state_file,
+            )
         self._loop = PollLoop()
         self._open: _OpenRouter | None = None
         self._appliers: Mapping[type[Any], Callable[[Any], None]] = {
@@ -92,6 +114,7 @@ class TokenizerRouter:
             Answer: self._answer,
             Forget: self._forget,
             FreezeGarbageCollector: self._freeze_gc,
+            Persist: self._persist,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -122,7 +145,12 @@ class TokenizerRouter:
             self._watch(engine_events, core.engine_events)
             self._loop.watch(outputs_in, lambda: drain(outputs_in, self._on_output, core.counters))
             self._loop.watch(control_socket, control.handle_ready)
-            logger.info("tokenizer router serving in pid %d", os.getpid())
+            self._persist(core.persist())  # this incarnation, before anything is sent
+            logger.info(
+                "tokenizer router serving in pid %d, incarnation %d",
+                os.getpid(),
+                core.incarnation,
+            )
             try:
                 self._loop.run(resources.backlogged, self._tick)
             finally:
@@ -193,6 +221,19 @@ class TokenizerRouter:
 
     def _freeze_gc(self, _: FreezeGarbageCollector) -> None:
         gc.freeze()
+
+    def _persist(self, persist: Persist) -> None:
+        """Save the state; a failure is logged and counted, and the router goes on (its
+        memory is still right; only a restart would lose the change)."""
+        if self._state_file is None:
+            return
+        try:
+            self._state_file.save(persist.state)
+        except OSError as exc:
+            logger.error("router state file %s not saved: %s", self._state_file.path, exc)
+            self.core.counters.add("state_file_errors", "save")
+            return
+        self.core.counters.add("state_saves", "ok")
 
     # ------------------------------------------------------------------ probes
 

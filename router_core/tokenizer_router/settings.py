@@ -50,6 +50,10 @@ class RouterSettings:
     backlog_limit: int = DEFAULT_BACKLOG
     drain_timeout_s: float = 2.0
     allow_remote: bool = False
+    #: Where the pause state, drain marks and operation counter outlive the process
+    #: (``<run dir>/router-state.json`` under ``switchboard up``); None keeps them in
+    #: memory only, so a restart forgets them.
+    state_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.heartbeat_timeout_s <= self.heartbeat_interval_s:

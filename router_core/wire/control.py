@@ -15,12 +15,14 @@ __all__ = [
     "FreezeGC",
     "Heartbeat",
     "LoadSnapshot",
+    "OpOrder",
     "PauseContinueBroadcast",
     "PauseMode",
     "PauseRequest",
     "RegistrationReply",
     "WorkerRegistration",
     "WorkerReportedState",
+    "op_order",
 ]
 
 #: The engine's name as a barrier participant: the ``participant`` of its acknowledgements.
@@ -29,6 +31,24 @@ ENGINE: Final = "engine"
 #: ``abort``: in-flight requests end with finish reason abort; ``retract``: running
 #: requests go back to the waiting queue; ``in_place``: freeze and keep all state.
 PauseMode = Literal["abort", "retract", "in_place"]
+
+#: An operation's place in the total order of pause/continue operations:
+#: ``(router incarnation, sequence number)``.
+OpOrder = tuple[int, int]
+
+
+def op_order(op_id: str) -> OpOrder | None:
+    """Where operation ``op_id`` (``<incarnation>-<seq>``, both decimal) stands in the order
+    of operations, or None for an id without that shape (applied without ordering).
+
+    A router's incarnation grows with each start, so every operation of a newer router
+    comes after every operation of an older one, whatever their sequence numbers.
+    """
+    head, dash, tail = op_id.rpartition("-")
+    if not dash or not (head.isascii() and head.isdigit() and tail.isascii() and tail.isdigit()):
+        return None
+    return int(head), int(tail)
+
 
 #: What a worker says about itself in a heartbeat.
 WorkerReportedState = Literal["starting", "serving", "paused", "draining", "drained"]
@@ -50,7 +70,13 @@ class WorkerRegistration(msgspec.Struct, omit_defaults=True):
 
 
 class RegistrationReply(msgspec.Struct, omit_defaults=True):
-    """The router's answer to a registration, carrying the pause state to start in."""
+    """The router's answer to a registration, carrying the pause state to start in.
+
+    ``op_id`` is the operation that set that state (possibly one of an earlier router
+    incarnation, restored from the run directory); ``incarnation`` is the replying
+    router's own (0 from a router that predates incarnations). A worker takes the state
+    of a newer incarnation whatever its ``op_id``.
+    """
 
     worker_id: str
     accepted: bool
@@ -59,6 +85,7 @@ class RegistrationReply(msgspec.Struct, omit_defaults=True):
     op_id: str = ""
     heartbeat_interval_s: float = 1.0
     reason: str = ""
+    incarnation: int = 0
 
 
 class Heartbeat(msgspec.Struct, omit_defaults=True):

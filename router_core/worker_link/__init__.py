@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 from router_core.lazy import lazy_exports
 from router_core.worker_link.dispatch import RECEIVE_SPAN, OutputsObserver
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
-from router_core.worker_link.session import WorkerIdentity, WorkerSession, op_sequence
+from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.streams import OutputRow, ResponseStream, finish_reason_of
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ __all__ = [
     "WorkerLinkSettings",
     "WorkerSession",
     "finish_reason_of",
-    "op_sequence",
 ]
 
 #: The module each socket-bound name is imported from on first use.

@@ -4,6 +4,12 @@
 and which requests are in flight; each ``on_*`` method applies one message from the
 router and returns the frames to send back (acknowledgements, a fresh registration).
 :class:`router_core.worker_link.WorkerLink` is the I/O around it.
+
+Pause and continue operations are applied in their order ``(router incarnation,
+sequence)`` (:func:`~router_core.wire.control.op_order`): an older operation arriving
+late is acknowledged but changes nothing. A registration reply from a router incarnation
+newer than any seen before sets the state whatever its ``op_id`` (the router that
+replaced ours knows best), and counts as a router restart.
 """
 
 from __future__ import annotations
@@ -18,23 +24,19 @@ from router_core.wire.control import (
     DrainCommand,
     Heartbeat,
     LoadSnapshot,
+    OpOrder,
     PauseContinueBroadcast,
     PauseMode,
     RegistrationReply,
     WorkerRegistration,
     WorkerReportedState,
+    op_order,
 )
 
-__all__ = ["WorkerIdentity", "WorkerSession", "op_sequence"]
+__all__ = ["WorkerIdentity", "WorkerSession"]
 
 #: The heartbeat interval used until the router's reply names one.
 DEFAULT_HEARTBEAT_INTERVAL_S: Final = 1.0
-
-
-def op_sequence(op_id: str) -> int:
-    """The barrier sequence number in an op id (``<nonce>-<seq>``), or -1 if it has none."""
-    _, _, tail = op_id.rpartition("-")
-    return int(tail) if tail.isascii() and tail.isdigit() else -1
 
 
 class WorkerIdentity:
@@ -69,7 +71,12 @@ class WorkerSession:
         #: Totals reported in heartbeats (the link counts them).
         self.requests_sent = 0
         self.rows_received = 0
-        self._last_op_seq = -1
+        #: The newest router incarnation heard from (0: none yet).
+        self.router_incarnation = 0
+        #: Times a newer router incarnation replaced one this worker knew.
+        self.router_restarts = 0
+        #: The order of the newest operation applied (None: none yet).
+        self.last_op: OpOrder | None = None
         self._heartbeat_seq = 0
 
     @property
@@ -135,10 +142,12 @@ class WorkerSession:
             return [self.registration()]
         self.registered = True
         self.heartbeat_interval_s = reply.heartbeat_interval_s or DEFAULT_HEARTBEAT_INTERVAL_S
-        if op_sequence(reply.op_id) >= self._last_op_seq:
-            self._last_op_seq = op_sequence(reply.op_id)
-            self.paused = reply.paused
-            self.pause_mode = reply.pause_mode if reply.paused else None
+        order = op_order(reply.op_id)
+        if self._learn_incarnation(reply.incarnation):
+            self.last_op = order  # the new router's word stands, older id or none
+            self._set_pause(reply.paused, reply.pause_mode)
+        elif self._is_current(order):
+            self._set_pause(reply.paused, reply.pause_mode)
         return []
 
     def on_pause_broadcast(self, op: PauseContinueBroadcast) -> list[Frames]:
@@ -146,13 +155,35 @@ class WorkerSession:
 
         Acknowledging an outdated operation too keeps its barrier from waiting for us.
         """
-        sequence = op_sequence(op.op_id)
-        if sequence >= self._last_op_seq:
-            self._last_op_seq = sequence
-            self.paused = op.is_pause
-            self.pause_mode = op.mode if op.is_pause else None
+        order = op_order(op.op_id)
+        if order is not None:
+            self._learn_incarnation(order[0])
+        if self._is_current(order):
+            self._set_pause(op.is_pause, op.mode)
         ack = Acknowledgement(op_id=op.op_id, participant=self.worker_id)
         return [frame_message(Kind.ACK, ack)]
+
+    def _learn_incarnation(self, incarnation: int) -> bool:
+        """Note a router incarnation; True when it is newer than every one seen."""
+        if incarnation <= self.router_incarnation:
+            return False
+        if self.router_incarnation:
+            self.router_restarts += 1
+        self.router_incarnation = incarnation
+        return True
+
+    def _is_current(self, order: OpOrder | None) -> bool:
+        """Whether an operation of ``order`` is at least as new as the last one applied
+        (an id without an order is always applied, and then orders nothing)."""
+        if order is None or self.last_op is None or order >= self.last_op:
+            if order is not None:
+                self.last_op = order
+            return True
+        return False
+
+    def _set_pause(self, paused: bool, mode: PauseMode | None) -> None:
+        self.paused = paused
+        self.pause_mode = mode if paused else None
 
     def on_drain(self, command: DrainCommand) -> bool:
         """Start or stop draining; True when the reported state changed."""

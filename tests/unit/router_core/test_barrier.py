@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from collections import Counter
 
 from hypothesis import settings
@@ -42,7 +44,7 @@ class TestPauseBarrier:
 
     def test_completes_when_all_acknowledge(self) -> None:
         """The last acknowledgement returns the operation; earlier ones return None."""
-        barrier = PauseBarrier(nonce="n")
+        barrier = PauseBarrier(3)
         op = start(barrier, {"engine", "w1"})
         assert barrier.acknowledge(op.op_id, "engine") is None
         assert barrier.pending == [op]
@@ -140,18 +142,34 @@ class TestPauseBarrier:
 
     def test_state_tracks_last_started_op(self) -> None:
         """The pause state is the most recent operation's, with an increasing seq."""
-        barrier = PauseBarrier(nonce="x")
+        barrier = PauseBarrier(42)
         assert barrier.state == PauseState()
         pause = barrier.start(is_pause=True, mode="retract", participants={"a"}, timeout_s=1, now=0)
-        assert barrier.state == PauseState(paused=True, mode="retract", op_id="x-1", seq=1)
+        assert barrier.state == PauseState(paused=True, mode="retract", op_id="42-1", seq=1)
         resume = barrier.start(
             is_pause=False, mode="retract", participants={"a"}, timeout_s=1, now=0
         )
         assert resume.mode is None
         assert resume.seq > pause.seq
-        assert barrier.state == PauseState(paused=False, mode=None, op_id="x-2", seq=2)
+        assert barrier.state == PauseState(paused=False, mode=None, op_id="42-2", seq=2)
         barrier.acknowledge(pause.op_id, "a")
         assert barrier.state.op_id == resume.op_id
+
+    def test_restored_state_and_counter(self) -> None:
+        """A barrier built from a predecessor's state starts in it and counts on."""
+        restored = PauseState(paused=True, mode="in_place", op_id="41-7", seq=7)
+        barrier = PauseBarrier(42, first_seq=8, state=restored)
+        assert barrier.state == restored
+        assert barrier.last_seq == 7
+        op = barrier.start(is_pause=False, mode=None, participants={"a"}, timeout_s=1, now=0)
+        assert (op.op_id, op.seq, barrier.last_seq) == ("42-8", 8, 8)
+
+    def test_refuses_a_negative_incarnation(self) -> None:
+        """Incarnations and sequence numbers are never below their starts."""
+        with pytest.raises(ValueError):
+            PauseBarrier(-1)
+        with pytest.raises(ValueError):
+            PauseBarrier(1, first_seq=0)
 
     def test_outcome_names_the_action(self) -> None:
         """outcome() reports a continue as action ``continue`` without a mode."""

@@ -17,6 +17,7 @@ from router_core.endpoints import RouterEndpoints
 from router_core.tokenizer_router.commands import COMMANDS, Handled
 from router_core.tokenizer_router.core import RouterCore
 from router_core.tokenizer_router.dispatch import InboundTable
+from router_core.tokenizer_router.durable import DurableState
 from router_core.tokenizer_router.effects import Answer, Effect, Forget, Instant, Send
 from router_core.tokenizer_router.settings import RouterSettings
 from router_core.wire import Header, Kind, decode_header, frame_message
@@ -52,6 +53,8 @@ class CoreShell:
         refuse: Iterable[str] = (),
         heartbeat_timeout_s: float = 5.0,
         barrier_timeout_s: float = 5.0,
+        incarnation: int = 1,
+        restored: DurableState | None = None,
     ) -> None:
         settings = RouterSettings(
             endpoints=ENDPOINTS,
@@ -65,7 +68,8 @@ class CoreShell:
             started=self.at,
             connect=lambda address: address not in refused,
             backlogs=lambda: {"engine": 0},
-            id_prefix="r1",
+            incarnation=incarnation,
+            restored=restored,
         )
         self._requests = 0
 

@@ -9,7 +9,7 @@ from router_core.control import commands as spec
 from router_core.control.protocol import ControlError, ErrorCode
 from router_core.control.replies import RouterStatus, TokenizerRouterMetrics
 from router_core.tokenizer_router.commands import COMMANDS
-from router_core.tokenizer_router.effects import FreezeGarbageCollector, Send
+from router_core.tokenizer_router.effects import FreezeGarbageCollector, Persist, Send
 from router_core.wire import Kind, decode_header
 from router_core.wire.control import ENGINE, DrainCommand
 from tests.unit.router_core.tokenizer_router.shell import CoreShell, address_of, payload_of
@@ -34,11 +34,13 @@ class TestDrain:
         shell.register("w1")
         handled = shell.command("drain", worker_id="w1")
         assert handled.reply.state == "draining"
-        (send,) = handled.effects
+        persist, send = handled.effects
+        assert isinstance(persist, Persist) and persist.state.drained == ["w1"]
         assert isinstance(send, Send) and send.to == address_of("w1")
         assert payload_of(send, DrainCommand) == DrainCommand("w1", drain=True)
         undrained = shell.command("undrain", worker_id="w1")
         assert undrained.reply.state == "serving"
+        assert isinstance(undrained.effects[0], Persist) and undrained.effects[0].state.drained == []
 
     def test_draining_twice_and_unknown_workers_are_refused(self) -> None:
         """Undrain of a serving worker is CONFLICT; an unknown id is NOT_FOUND."""

@@ -8,7 +8,7 @@ import random
 import msgspec
 
 from router_core.control.commands import DEFERRED
-from router_core.tokenizer_router.effects import Send
+from router_core.tokenizer_router.effects import Persist, Send
 from router_core.wire import Kind, decode_header
 from router_core.wire.control import ENGINE, PauseContinueBroadcast, PauseRequest
 from tests.unit.router_core.tokenizer_router.shell import (
@@ -41,9 +41,9 @@ class TestBroadcast:
         assert [send.to for send in out] == [address_of("w1"), address_of("w2"), ENGINE]
         assert out[0].traffic == ("broadcast", "w1")
         broadcast = payload_of(out[0], PauseContinueBroadcast)
-        assert (broadcast.op_id, broadcast.is_pause, broadcast.mode) == ("r1-1", True, "retract")
+        assert (broadcast.op_id, broadcast.is_pause, broadcast.mode) == ("1-1", True, "retract")
         assert decode_header(out[2].frames[0]).kind is Kind.PAUSE
-        assert payload_of(out[2], PauseRequest) == PauseRequest("r1-1", "retract")
+        assert payload_of(out[2], PauseRequest) == PauseRequest("1-1", "retract")
 
     def test_an_operation_without_participants_answers_at_once(self) -> None:
         """No worker and no live engine: the reply is the complete outcome."""
@@ -60,9 +60,9 @@ class TestBarrier:
         """The last ack answers the caller; the workers take the paused state."""
         shell = stack_with("w1", "w2")
         shell.command("pause", mode="abort")
-        assert answers(shell.ack("w1", "r1-1")) == []
-        assert answers(shell.ack(ENGINE, "r1-1")) == []
-        (answer,) = answers(shell.ack("w2", "r1-1"))
+        assert answers(shell.ack("w1", "1-1")) == []
+        assert answers(shell.ack(ENGINE, "1-1")) == []
+        (answer,) = answers(shell.ack("w2", "1-1"))
         assert answer.outcome.complete and answer.outcome.acked == ["engine", "w1", "w2"]
         assert answer.waiter.request_id == 1
         assert {r.state for r in shell.core.registry.workers()} == {"paused"}
@@ -71,8 +71,8 @@ class TestBarrier:
         """w2 never acknowledges: at the deadline the answer names it, and it is counted."""
         shell = stack_with("w1", "w2")
         shell.command("pause", mode="abort", timeout_s=2.0)
-        shell.ack("w1", "r1-1")
-        shell.ack(ENGINE, "r1-1")
+        shell.ack("w1", "1-1")
+        shell.ack(ENGINE, "1-1")
         shell.advance(1.9)
         assert answers(shell.tick()) == []
         shell.advance(0.2)
@@ -92,8 +92,8 @@ class TestBarrier:
         """A participant that departs counts as done: the operation completes."""
         shell = stack_with("w1", "w2")
         shell.command("continue")
-        shell.ack("w1", "r1-1")
-        shell.ack(ENGINE, "r1-1")
+        shell.ack("w1", "1-1")
+        shell.ack(ENGINE, "1-1")
         shell.advance(6.0)
         shell.heartbeat("w1")
         (answer,) = answers(shell.tick())
@@ -105,7 +105,7 @@ class TestBarrier:
         shell.command("pause", mode="abort", timeout_s=1.0)
         shell.advance(1.0)
         shell.tick()
-        assert answers(shell.ack("w1", "r1-1")) == []
+        assert answers(shell.ack("w1", "1-1")) == []
         assert shell.core.counters.get("acks", "late") == 1
 
 
@@ -124,7 +124,7 @@ class TestInterleavedOperations:
             handled = shell.command(name, **args)
             started.append(handled)
             assert handled.reply is DEFERRED
-        op_ids = [f"r1-{n}" for n in range(1, 101)]
+        op_ids = [f"1-{n}" for n in range(1, 101)]
         acks = [(who, op) for op in op_ids for who in (*participants, ENGINE)]
         random.Random(7).shuffle(acks)
         answered: dict[int, str] = {}
@@ -133,8 +133,10 @@ class TestInterleavedOperations:
                 assert answer.waiter.request_id not in answered
                 answered[answer.waiter.request_id] = answer.outcome.op_id
                 assert answer.outcome.complete
-        assert answered == {n: f"r1-{n}" for n in range(1, 101)}
+        assert answered == {n: f"1-{n}" for n in range(1, 101)}
         assert shell.core.pause.pending == []
-        assert (shell.core.pause.state.paused, shell.core.pause.state.op_id) == (False, "r1-100")
+        assert (shell.core.pause.state.paused, shell.core.pause.state.op_id) == (False, "1-100")
         assert len(shell.core.pause.recent) == 20
-        assert all(isinstance(send, Send) for handled in started for send in handled.effects)
+        for handled in started:  # the state is saved first, then announced
+            assert isinstance(handled.effects[0], Persist)
+            assert all(isinstance(send, Send) for send in handled.effects[1:])

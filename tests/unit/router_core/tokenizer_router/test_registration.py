@@ -41,7 +41,7 @@ class TestRegistration:
         handled = shell.command("pause", mode="in_place")
         answer = payload_of(sends(shell.register("late"))[0], RegistrationReply)
         assert (answer.paused, answer.pause_mode) == (True, "in_place")
-        assert answer.op_id == handled.reply.op_id == "r1-1"
+        assert answer.op_id == handled.reply.op_id == "1-1"
         record = shell.core.registry.get("late")
         assert record is not None and record.state == "paused"
 

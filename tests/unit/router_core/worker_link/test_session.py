@@ -18,8 +18,9 @@ from router_core.wire.control import (
     PauseContinueBroadcast,
     RegistrationReply,
     WorkerRegistration,
+    op_order,
 )
-from router_core.worker_link import WorkerIdentity, WorkerSession, op_sequence
+from router_core.worker_link import WorkerIdentity, WorkerSession
 
 ADDRESS = "ipc:///tmp/sb-unit/worker-w0"
 
@@ -37,7 +38,9 @@ def session() -> WorkerSession:
 def registered(session: WorkerSession) -> WorkerSession:
     """w0, accepted by a router that is not paused (its last op is number 3)."""
     session.on_registration_reply(
-        RegistrationReply(worker_id="w0", accepted=True, op_id="n-3", heartbeat_interval_s=0.25)
+        RegistrationReply(
+            worker_id="w0", accepted=True, op_id="5-3", heartbeat_interval_s=0.25, incarnation=5
+        )
     )
     return session
 
@@ -57,18 +60,80 @@ def resume(op_id: str) -> PauseContinueBroadcast:
     return PauseContinueBroadcast(op_id=op_id, is_pause=False)
 
 
-class TestOpSequence:
+class TestOpOrder:
     @pytest.mark.parametrize(
-        ("op_id", "sequence"),
-        [("a1b2-7", 7), ("nonce-with-dashes-12", 12), ("-0", 0), ("plain", -1), ("x-", -1)],
+        ("op_id", "order"),
+        [("17-7", (17, 7)), ("0-1", (0, 1)), ("a1b2-7", None), ("plain", None), ("9-", None)],
     )
-    def test_sequence_is_the_number_after_the_last_dash(self, op_id: str, sequence: int) -> None:
-        """The barrier sequence is the digits after the last dash, -1 when there are none."""
-        assert op_sequence(op_id) == sequence
+    def test_order_is_incarnation_then_sequence(self, op_id: str, order: Any) -> None:
+        """``<incarnation>-<seq>``, both decimal; any other id has no order."""
+        assert op_order(op_id) == order
 
-    def test_empty_op_id_has_no_sequence(self) -> None:
-        """An empty op id (a router that never paused) has sequence -1."""
-        assert op_sequence("") == -1
+    def test_empty_op_id_has_no_order(self) -> None:
+        """An empty op id (a router that never paused) has no order."""
+        assert op_order("") is None
+
+    def test_a_newer_incarnation_orders_after_any_sequence(self) -> None:
+        """Every operation of a restarted router comes after every one of its predecessor."""
+        older, newer = op_order("100-9000"), op_order("101-1")
+        assert older is not None and newer is not None and newer > older
+
+
+class TestRouterIncarnations:
+    """A router restart: its replies and operations win over everything of the old one."""
+
+    def test_a_restarted_routers_state_wins_over_a_higher_sequence(
+        self, registered: WorkerSession
+    ) -> None:
+        """Paused by op 5-9; the new router (incarnation 6, no operation yet) says serving:
+        serving, and a restart is counted."""
+        registered.on_pause_broadcast(pause("5-9"))
+        assert registered.paused
+        registered.on_registration_reply(
+            RegistrationReply(worker_id="w0", accepted=True, paused=False, incarnation=6)
+        )
+        assert not registered.paused
+        assert (registered.router_incarnation, registered.router_restarts) == (6, 1)
+
+    def test_a_restored_older_op_id_from_a_new_router_applies(
+        self, registered: WorkerSession
+    ) -> None:
+        """The new router restored op 5-9 (paused) from its state file: the worker pauses
+        even though 5-9 is the op it applied last, and then takes 6-10's continue."""
+        registered.on_pause_broadcast(pause("5-9", "retract"))
+        registered.on_registration_reply(
+            RegistrationReply(
+                worker_id="w0",
+                accepted=True,
+                paused=True,
+                pause_mode="retract",
+                op_id="5-9",
+                incarnation=6,
+            )
+        )
+        assert (registered.paused, registered.pause_mode) == (True, "retract")
+        registered.on_pause_broadcast(resume("6-10"))
+        assert not registered.paused
+
+    def test_a_late_operation_of_the_old_router_changes_nothing(
+        self, registered: WorkerSession
+    ) -> None:
+        """After the new router's continue 6-1, the old router's pause 5-50 (still queued)
+        is acknowledged and ignored."""
+        registered.on_pause_broadcast(resume("6-1"))
+        replies = registered.on_pause_broadcast(pause("5-50"))
+        assert not registered.paused
+        assert decoded(replies[0]) == (Kind.ACK, Acknowledgement(op_id="5-50", participant="w0"))
+
+    def test_a_broadcast_teaches_the_incarnation(self, registered: WorkerSession) -> None:
+        """A broadcast of a newer router makes its incarnation known; a reply of the same
+        incarnation with an older op afterwards does not undo the broadcast."""
+        registered.on_pause_broadcast(pause("7-2"))
+        assert registered.router_incarnation == 7
+        registered.on_registration_reply(
+            RegistrationReply(worker_id="w0", accepted=True, op_id="7-1", incarnation=7)
+        )
+        assert registered.paused
 
 
 class TestRegistration:
@@ -108,7 +173,7 @@ class TestRegistration:
         """A late joiner takes the router's pause state (and mode) from the reply."""
         session.on_registration_reply(
             RegistrationReply(
-                worker_id="w0", accepted=True, paused=True, pause_mode="retract", op_id="n-4"
+                worker_id="w0", accepted=True, paused=True, pause_mode="retract", op_id="5-4"
             )
         )
         assert session.registered and session.paused
@@ -135,9 +200,9 @@ class TestRegistration:
     ) -> None:
         """A registration reply carrying an older op than the pause already applied does
         not undo that pause."""
-        registered.on_pause_broadcast(pause("n-5", "abort"))
+        registered.on_pause_broadcast(pause("5-5", "abort"))
         registered.on_registration_reply(
-            RegistrationReply(worker_id="w0", accepted=True, paused=False, op_id="n-4")
+            RegistrationReply(worker_id="w0", accepted=True, paused=False, op_id="5-4")
         )
         assert registered.paused and registered.pause_mode == "abort"
 
@@ -145,17 +210,17 @@ class TestRegistration:
 class TestPauseBroadcasts:
     def test_pause_applies_and_is_acknowledged(self, registered: WorkerSession) -> None:
         """A pause sets the paused state and mode and is acknowledged by this worker."""
-        replies = registered.on_pause_broadcast(pause("n-4", "in_place"))
+        replies = registered.on_pause_broadcast(pause("5-4", "in_place"))
         assert registered.paused and registered.pause_mode == "in_place"
         assert registered.state == "paused" and not registered.admitting
         assert [decoded(frames) for frames in replies] == [
-            (Kind.ACK, Acknowledgement(op_id="n-4", participant="w0"))
+            (Kind.ACK, Acknowledgement(op_id="5-4", participant="w0"))
         ]
 
     def test_continue_resumes(self, registered: WorkerSession) -> None:
         """A newer continue clears the pause and its mode."""
-        registered.on_pause_broadcast(pause("n-4"))
-        registered.on_pause_broadcast(resume("n-5"))
+        registered.on_pause_broadcast(pause("5-4"))
+        registered.on_pause_broadcast(resume("5-5"))
         assert not registered.paused and registered.pause_mode is None
         assert registered.state == "serving" and registered.admitting
 
@@ -164,11 +229,11 @@ class TestPauseBroadcasts:
     ) -> None:
         """A continue older than the applied pause (arriving late) leaves the worker
         paused, yet is acknowledged so its barrier does not wait on this worker."""
-        registered.on_pause_broadcast(pause("n-7", "retract"))
-        replies = registered.on_pause_broadcast(resume("n-6"))
+        registered.on_pause_broadcast(pause("5-7", "retract"))
+        replies = registered.on_pause_broadcast(resume("5-6"))
         assert registered.paused and registered.pause_mode == "retract"
         assert [decoded(frames) for frames in replies] == [
-            (Kind.ACK, Acknowledgement(op_id="n-6", participant="w0"))
+            (Kind.ACK, Acknowledgement(op_id="5-6", participant="w0"))
         ]
 
     def test_operations_apply_in_sequence_order_whatever_the_arrival_order(
@@ -176,7 +241,7 @@ class TestPauseBroadcasts:
     ) -> None:
         """Whatever order broadcasts n-4..n-9 arrive in, the state is that of the highest
         sequence, and every one of them is acknowledged."""
-        ops = [pause("n-8", "abort"), resume("n-9"), pause("n-4"), resume("n-6"), pause("n-5")]
+        ops = [pause("5-8", "abort"), resume("5-9"), pause("5-4"), resume("5-6"), pause("5-5")]
         acked = []
         for op in ops:
             acked += [decoded(frames)[1].op_id for frames in registered.on_pause_broadcast(op)]
@@ -185,7 +250,7 @@ class TestPauseBroadcasts:
 
     def test_unregistered_worker_still_acknowledges(self, session: WorkerSession) -> None:
         """A worker the router has not accepted yet acknowledges a pause too."""
-        replies = session.on_pause_broadcast(pause("n-1"))
+        replies = session.on_pause_broadcast(pause("5-1"))
         assert [decoded(frames)[0] for frames in replies] == [Kind.ACK]
         assert session.state == "starting"
 
@@ -227,7 +292,7 @@ class TestDrain:
 
     def test_draining_outranks_paused(self, registered: WorkerSession) -> None:
         """A paused worker that is draining reports draining/drained, not paused."""
-        registered.on_pause_broadcast(pause("n-4"))
+        registered.on_pause_broadcast(pause("5-4"))
         registered.inflight.add("r1")
         registered.on_drain(DrainCommand(worker_id="w0"))
         assert registered.state == "draining"
@@ -247,7 +312,7 @@ class TestOutbound:
         and the worker's address."""
         first = decoded(registered.heartbeat())
         registered.inflight.add("r1")
-        registered.on_pause_broadcast(pause("n-4"))
+        registered.on_pause_broadcast(pause("5-4"))
         second = decoded(registered.heartbeat())
         assert first == (
             Kind.HEARTBEAT,
