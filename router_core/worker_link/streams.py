@@ -3,6 +3,16 @@
 Rows arrive on the worker's one inbound socket in batches for many requests; each row is
 handed to its request's :class:`ResponseStream`, which the HTTP handler reads with
 ``await stream.next_row()``. Pure asyncio, no sockets.
+
+**The end-to-end check.** A text row says where its tokens start: at output token
+``completion_tokens - len(output_ids)`` (the engine sends each step's new ids and the
+running total; the detokenizer copies both). A stream counts the tokens its text rows
+covered, and a text row that does not start there (rows were lost, or came twice, on the
+way from the engine) ends the stream instead, with an abort row that names the missing
+tokens and carries no text: a client gets a clear error, never a silently wrong text.
+``output_gap`` then says where. Rows that already abort (a detokenizer's own check, the
+engine's aborts) are passed as they are; rows without both columns, and token rows that
+reach a worker directly (their ``output_ids`` may hold every id so far), are not checked.
 """
 
 from __future__ import annotations
@@ -12,9 +22,10 @@ import time
 from collections import deque
 from typing import Any
 
+from router_core.wire.finish import abort_reason
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 
-__all__ = ["OutputRow", "ResponseStream", "finish_reason_of"]
+__all__ = ["OutputRow", "ResponseStream", "finish_reason_of", "rows_lost_message"]
 
 #: A one-request slice of a batched output.
 OutputRow = BatchStrOutput | BatchEmbeddingOutput | BatchTokenIDOutput
@@ -28,15 +39,37 @@ def finish_reason_of(row: OutputRow) -> dict[str, Any] | None:
     return reasons[0]
 
 
+def rows_lost_message(received: int, position: int) -> str:
+    """Why a row starting at output token ``position`` cannot follow the ``received``
+    tokens so far, in words; tokens count from 0."""
+    where = "between the engine and this worker"
+    if position > received:
+        return f"output rows were lost {where} (tokens {received}..{position - 1} missing)"
+    return (
+        f"output rows came twice or out of order {where} "
+        f"(a row from token {position} after {received} tokens)"
+    )
+
+
 class ResponseStream:
     """The output rows of one request, in arrival order, until a finishing row.
 
     ``put`` never blocks (a request's rows are bounded by its own token count);
     ``next_row`` waits for the next one. After the finishing row, ``finished`` is True
-    and ``put`` ignores further rows.
+    and ``put`` ignores further rows. A text row that does not follow the tokens so far
+    finishes the stream with an abort row in its place (the module's end-to-end check).
     """
 
-    __slots__ = ("_rows", "_wakeup", "engine_incarnation", "finished", "rid", "updated_at")
+    __slots__ = (
+        "_rows",
+        "_tokens",
+        "_wakeup",
+        "engine_incarnation",
+        "finished",
+        "output_gap",
+        "rid",
+        "updated_at",
+    )
 
     def __init__(self, rid: str) -> None:
         self.rid = rid
@@ -45,19 +78,51 @@ class ResponseStream:
         self.engine_incarnation = 0
         #: When the stream opened or last got a row (monotonic seconds): the idle clock.
         self.updated_at = time.monotonic()
+        #: ``(tokens received, the row's first token)`` when the stream ended because a
+        #: row did not follow (rows lost or repeated on the way); None otherwise.
+        self.output_gap: tuple[int, int] | None = None
+        #: Output tokens the text rows so far covered.
+        self._tokens = 0
         self._rows: deque[OutputRow] = deque()
         self._wakeup: asyncio.Event = asyncio.Event()
 
     def put(self, row: OutputRow) -> bool:
-        """Queue ``row``; False if the stream had already finished (the row is dropped)."""
+        """Queue ``row`` (or, when it does not follow, the abort row ending the stream);
+        False if the stream had already finished (the row is dropped)."""
         if self.finished:
             return False
         self.updated_at = time.monotonic()
-        if finish_reason_of(row) is not None:
+        reasons = row.finished_reasons
+        reason = reasons[0] if reasons else None
+        # Written out, not called: this runs for every row.
+        if type(row) is BatchStrOutput:
+            totals, ids = row.completion_tokens, row.output_ids
+            if totals is not None and ids is not None:
+                position = totals[0] - len(ids[0])
+                if position == self._tokens or (
+                    reason is not None and reason.get("type") == "abort"
+                ):
+                    self._tokens = totals[0]
+                else:
+                    row = self._gap_row(row, position)
+                    reason = row.finished_reasons[0]  # type: ignore[index]
+        if reason is not None:
             self.finished = True
         self._rows.append(row)
         self._wakeup.set()
         return True
+
+    def _gap_row(self, row: BatchStrOutput, position: int) -> BatchStrOutput:
+        """The abort row that replaces ``row``, which does not follow the tokens so far."""
+        self.output_gap = (self._tokens, position)
+        return BatchStrOutput(
+            rids=[self.rid],
+            finished_reasons=[abort_reason(rows_lost_message(self._tokens, position))],
+            output_strs=[""],
+            prompt_tokens=row.prompt_tokens,
+            cached_tokens=row.cached_tokens,
+            completion_tokens=[self._tokens],
+        )
 
     def close(self, reason: dict[str, Any]) -> None:
         """End the stream from this side (the link is closing): a synthetic finishing row."""
