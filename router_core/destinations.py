@@ -5,20 +5,29 @@ queue (the high-water mark) is full, the message waits in the destination's back
 which the loop flushes when the socket turns writable; if the backlog is full too, the
 message is dropped and counted. So a dead or stalled peer costs at most HWM + backlog
 messages of memory and never delays any other destination.
+
+A set whose peers come and go (the detokenizer's workers) bounds the sockets too:
+:meth:`DestinationSet.close_idle` closes (linger 0) and forgets destinations nothing was
+offered to for a while, and ``max_destinations`` caps how many exist, closing the longest
+idle first. What was still queued is dropped with a reason (``destination_idle``,
+``destination_cap``) and each close counted (``destinations_closed``). To keep the send
+path a store, a send only marks its destination; the idle clock reads the marks when it
+runs (:meth:`DestinationSet.observe`), so "idle since" is accurate to one sweep. The
+choices themselves are pure: :func:`idle_names` and :func:`over_cap`.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import zmq
 
 from router_core.counters import Counters
 from router_core.transport import DEFAULT_BACKLOG, DEFAULT_HWM, FrameLike, connect, send_frames
 
-__all__ = ["Destination", "DestinationSet"]
+__all__ = ["Destination", "DestinationSet", "idle_names", "over_cap"]
 
 
 class Destination:
@@ -42,6 +51,10 @@ class Destination:
         self.backlog: deque[Sequence[FrameLike]] = deque()
         self.backlog_limit = backlog_limit
         self._socket: zmq.Socket[bytes] | None = None
+        #: Set by every :meth:`send`; read and cleared by :meth:`DestinationSet.observe`.
+        self.offered = False
+        #: When the idle clock last saw a send offered here (monotonic seconds).
+        self.last_active = time.monotonic()
 
     @property
     def socket(self) -> zmq.Socket[bytes]:
@@ -57,6 +70,7 @@ class Destination:
 
     def send(self, frames: Sequence[FrameLike]) -> bool:
         """Send or queue one message; False (and counted) if it had to be dropped."""
+        self.offered = True
         try:
             sock = self.socket
         except zmq.ZMQError:
@@ -105,8 +119,31 @@ class Destination:
             self._socket = None
 
 
+def idle_names(
+    last_active: Mapping[str, float], now: float, idle_s: float, busy: Callable[[str], bool]
+) -> list[str]:
+    """The names last active ``idle_s`` or more before ``now`` for which ``busy`` is
+    false, the longest idle first."""
+    cutoff = now - idle_s
+    idle = [name for name, at in last_active.items() if at <= cutoff and not busy(name)]
+    return sorted(idle, key=last_active.__getitem__)
+
+
+def over_cap(last_active: Mapping[str, float], cap: int) -> list[str]:
+    """The names to close so that at most ``cap`` remain: the longest idle first (ties in
+    the mapping's order, the oldest made first)."""
+    excess = len(last_active) - cap
+    if excess <= 0:
+        return []
+    return sorted(last_active, key=last_active.__getitem__)[:excess]
+
+
 class DestinationSet:
-    """Destinations keyed by name, created on first send and closed on demand."""
+    """Destinations keyed by name, created on first send and closed on demand.
+
+    With ``max_destinations`` set, making one more than that many first closes the
+    longest idle (counted ``destinations_closed{cap}``, its queue ``dropped{destination_cap}``).
+    """
 
     def __init__(
         self,
@@ -115,17 +152,25 @@ class DestinationSet:
         *,
         hwm: int = DEFAULT_HWM,
         backlog_limit: int = DEFAULT_BACKLOG,
+        max_destinations: int | None = None,
     ) -> None:
+        if max_destinations is not None and max_destinations <= 0:
+            raise ValueError(f"max_destinations must be positive, not {max_destinations}")
         self._context = context
         self._counters = counters
         self._hwm = hwm
         self._backlog_limit = backlog_limit
+        #: At most this many destinations exist at once (None: no cap).
+        self.max_destinations = max_destinations
         self._by_name: dict[str, Destination] = {}
 
     def get(self, name: str, endpoint: str | None = None) -> Destination:
         """The destination called ``name``, created for ``endpoint`` (default: the name)."""
         dest = self._by_name.get(name)
         if dest is None:
+            cap = self.max_destinations
+            if cap is not None and len(self._by_name) >= cap:
+                self._close_over(cap - 1, time.monotonic())
             dest = Destination(
                 name,
                 endpoint or name,
@@ -183,6 +228,35 @@ class DestinationSet:
         dest = self._by_name.pop(name, None)
         if dest is not None:
             dest.close(0.0, drop_reason=drop_reason, linger_s=linger_s)
+
+    def observe(self, now: float) -> dict[str, float]:
+        """Move the idle clock to ``now``: each destination offered a send since the last
+        call was active at ``now``. Returns when each was last active."""
+        clocks = {}
+        for name, dest in self._by_name.items():
+            if dest.offered:
+                dest.offered = False
+                dest.last_active = now
+            clocks[name] = dest.last_active
+        return clocks
+
+    def close_idle(self, now: float, idle_s: float, busy: Callable[[str], bool]) -> list[str]:
+        """Close (linger 0) and forget every destination offered nothing for ``idle_s``
+        (as :meth:`observe` saw it) unless ``busy(name)``; the names closed, longest idle
+        first. Each counts as ``destinations_closed{idle}``, its queue as
+        ``dropped{destination_idle}``."""
+        closed = idle_names(self.observe(now), now, idle_s, busy)
+        for name in closed:
+            self._close(name, "idle", "destination_idle")
+        return closed
+
+    def _close_over(self, cap: int, now: float) -> None:
+        for name in over_cap(self.observe(now), cap):
+            self._close(name, "cap", "destination_cap")
+
+    def _close(self, name: str, why: str, drop_reason: str) -> None:
+        self.discard(name, drop_reason)
+        self._counters.add("destinations_closed", why)
 
     def close_all(self, drain_timeout_s: float) -> None:
         """Drain every destination (sharing one deadline), then close them all."""

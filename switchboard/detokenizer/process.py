@@ -9,6 +9,14 @@ default straight to the owning workers' return addresses, one ``STR_BATCH`` per 
 ``outputs`` (``outputs_to="router"``), which splits them per worker. Sends never block:
 each destination has a bounded backlog and drops are counted.
 
+Workers come and go, so their sockets are bounded too. Every ``evict_interval_s`` the
+detokenizer forgets idle request states, then closes (linger 0) and forgets the socket of
+every worker that was sent nothing for ``destination_idle_s`` and has no open request
+here: ``destinations_closed{idle}``, and what it still queued ``dropped{destination_idle}``.
+A worker's socket is made again on its next row. At most ``max_destinations`` sockets
+exist; one more closes the longest idle (``destinations_closed{cap}``). The router's
+``outputs`` is never closed as idle.
+
 Observability: :meth:`Detokenizer.run` sets up tracing (``switchboard-detokenizer``,
 instance ``detokenizer-<index>``) and shuts it down on the way out. A token batch whose
 header carries ``row_traces`` is handled in one ``detokenizer detokenize_batch`` span, and
@@ -72,6 +80,9 @@ class Detokenizer:
         self._loop = PollLoop()
         self._rows: RowDetokenizer | None = None
         self._destinations: DestinationSet | None = None
+        #: Per owner, the rids that kept decoding state after their last row: a superset
+        #: of the owner's open requests (states evicted meanwhile are pruned at the sweep).
+        self._open_rids: dict[str, set[str]] = {}
         self._next_evict = 0.0
         self._export: CounterExport | None = None
         self._next_export = 0.0
@@ -86,6 +97,11 @@ class Detokenizer:
     def open_requests(self) -> int:
         """Requests with decoding state."""
         return 0 if self._rows is None else len(self._rows)
+
+    @property
+    def open_destinations(self) -> int:
+        """Sockets to workers (or to the router) currently open or queued for."""
+        return 0 if self._destinations is None else len(self._destinations)
 
     def request_stop(self) -> None:
         """Stop after the current iteration; safe from signal handlers."""
@@ -114,6 +130,7 @@ class Detokenizer:
         try:
             with LoopResources(settings, self.counters, self._context) as resources:
                 destinations = resources.destinations()
+                destinations.max_destinations = settings.max_destinations
                 self._destinations = destinations
                 inbound = resources.bind(zmq.PULL, settings.endpoint)
                 self._loop.watch(inbound, lambda: drain(inbound, self._handle, self.counters))
@@ -132,12 +149,33 @@ class Detokenizer:
         if now >= self._next_evict:
             assert self._rows is not None
             self._rows.evict(now)
+            self._close_idle_destinations(now)
             self._next_evict = now + self.settings.evict_interval_s
         if now >= self._next_export:
             assert self._export is not None
             self._export.sync(self.counters)
             self._next_export = now + SYNC_INTERVAL_S
         return min(self._next_evict, self._next_export)
+
+    def _close_idle_destinations(self, now: float) -> None:
+        """Prune :attr:`_open_rids` to the states still held, then close the sockets idle
+        for ``destination_idle_s`` whose owner has none of them."""
+        rows, open_rids = self._rows, self._open_rids
+        assert rows is not None and self._destinations is not None
+        for owner, rids in list(open_rids.items()):
+            held = {rid for rid in rids if (owner, rid) in rows}
+            if held:
+                open_rids[owner] = held
+            else:
+                del open_rids[owner]
+        router = self.settings.router_outputs
+        closed = self._destinations.close_idle(
+            now,
+            self.settings.destination_idle_s,
+            lambda name: name == router or name in open_rids,
+        )
+        if closed:
+            logger.info("closed the sockets of %d idle worker(s): %s", len(closed), closed)
 
     def _handle(self, header: Header, frames: list[FrameLike]) -> None:
         """One validated inbound message, by its kind's handler; any other kind is
@@ -167,11 +205,16 @@ class Detokenizer:
         assert self._rows is not None
         now = time.monotonic()
         traces = header.row_traces or [""] * len(header.rids)
+        states, open_rids = self._rows, self._open_rids
         by_owner: dict[str, list[_TracedRow]] = {}
         for index, (rid, owner) in enumerate(zip(header.rids, header.reply_to, strict=True)):
             row = self._decode_row(rid, frames[index + 1])
             if row is not None:
-                text = self._rows.row(row, owner, now)
+                text = states.row(row, owner, now)
+                if (owner, rid) in states:
+                    open_rids.setdefault(owner, set()).add(rid)
+                elif owner in open_rids:
+                    open_rids[owner].discard(rid)
                 by_owner.setdefault(owner, []).append((text, traces[index]))
         if self.settings.outputs_to == "router":
             assert self.settings.router_outputs is not None

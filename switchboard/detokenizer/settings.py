@@ -49,7 +49,22 @@ class DetokenizerSettings:
         bound="positive",
     )
     max_states: int = flagged(100_000, help="open requests kept at most", bound="positive")
-    evict_interval_s: float = 5.0
+    destination_idle_s: float = flagged(
+        60.0,
+        help="seconds after which the socket to a worker sent nothing, with no open request "
+        "of that worker, is closed (what it still queues is dropped and counted)",
+        bound="positive",
+    )
+    max_destinations: int = flagged(
+        256,
+        help="sockets to workers kept at most (the longest idle is closed first)",
+        bound="positive",
+    )
+    evict_interval_s: float = flagged(
+        5.0,
+        help="seconds between sweeps for idle request states and idle worker sockets",
+        bound="positive",
+    )
 
     def __post_init__(self) -> None:
         if self.outputs_to not in ("workers", "router"):
@@ -62,3 +77,7 @@ class DetokenizerSettings:
             raise ValueError("index must be >= 0")
         if self.holdback_chars < 0 or self.state_ttl_s <= 0 or self.max_states <= 0:
             raise ValueError("holdback_chars >= 0, state_ttl_s > 0, max_states > 0 required")
+        if self.destination_idle_s <= 0 or self.max_destinations <= 0:
+            raise ValueError("destination_idle_s > 0 and max_destinations > 0 required")
+        if self.evict_interval_s <= 0:
+            raise ValueError("evict_interval_s must be > 0")
