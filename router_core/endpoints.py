@@ -17,6 +17,7 @@ import msgspec
 __all__ = [
     "OUTPUTS_VIA_ALIASES",
     "OUTPUTS_VIA_CHOICES",
+    "ROUTER_STATE_FILE",
     "DetokenizerRouterEndpoints",
     "EndpointError",
     "EngineEndpoints",
@@ -101,6 +102,11 @@ class RouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
             outputs=_ipc(run_dir, "router-outputs"),
             control=_ipc(run_dir, "router-control"),
         )
+
+
+#: The tokenizer router's state file in the run directory (pause state, drain marks and
+#: operation counter across its restarts).
+ROUTER_STATE_FILE = "router-state.json"
 
 
 class DetokenizerRouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from router_core.lazy import lazy_exports
 from router_core.worker_link.dispatch import RECEIVE_SPAN, OutputsObserver
-from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
+from router_core.worker_link.errors import AdmissionRefused, RequestLost, RouterUnavailable
 from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.streams import OutputRow, ResponseStream, finish_reason_of
 
@@ -29,6 +29,7 @@ __all__ = [
     "AdmissionRefused",
     "OutputRow",
     "OutputsObserver",
+    "RequestLost",
     "ResponseStream",
     "RouterUnavailable",
     "WorkerIdentity",

@@ -12,6 +12,11 @@ carries one frame per row, any other kind exactly one payload frame), then
   (``RegistrationReply``, ``PauseContinueBroadcast``, ``DrainCommand``, ``LoadSnapshot``,
   ``FreezeGC``); what the session answers goes out through ``send_control``.
 
+A registration reply from a newer router incarnation than the one the worker knew
+(the router restarted) calls ``on_router_restart``: requests sent to the old router that
+have had no row yet may have died with it, and the link sends them again (the engine's
+link drops a copy of a request it already has).
+
 Any other kind (a payload type with no handler) is counted under ``rejected`` as
 ``unexpected_kind``; a payload or row that does not decode is counted with the codec's
 reason, a row for another request as ``bad_row``, a row for no open stream under
@@ -40,7 +45,7 @@ from router_core.wire.control import (
     PauseContinueBroadcast,
     RegistrationReply,
 )
-from router_core.wire.finish import abort_reason
+from router_core.wire.finish import lost_reason
 from router_core.worker_link.session import WorkerSession
 from router_core.worker_link.streams import OutputRow, ResponseStream
 
@@ -85,7 +90,8 @@ def handlers_by_kind(
 class InboundDispatch:
     """Applies validated inbound messages to a worker's session and open streams.
 
-    ``streams`` is the link's own map of open streams (shared, not copied).
+    ``streams`` is the link's own map of open streams (shared, not copied), as is
+    ``unanswered`` (requests sent that no row has answered yet, by rid).
     ``send_control`` sends one control message to the router; ``on_change`` runs after
     a registration reply, pause broadcast or drain command (admission may have opened,
     the reported state may have changed); ``on_outputs`` observes each output message
@@ -101,9 +107,15 @@ class InboundDispatch:
         send_control: Callable[[Frames], object],
         on_change: Callable[[], None],
         on_outputs: OutputsObserver | None = None,
+        unanswered: dict[str, Frames] | None = None,
+        on_router_restart: Callable[[], None] | None = None,
     ) -> None:
         self._session = session
         self._streams = streams
+        #: Requests sent and not yet answered by any row (shared with the link): a row
+        #: takes its request out.
+        self._unanswered: dict[str, Frames] = {} if unanswered is None else unanswered
+        self._on_router_restart = on_router_restart
         self._counters = counters
         self._send_control = send_control
         self._on_change = on_change
@@ -136,6 +148,7 @@ class InboundDispatch:
         # Stamped before the rows are delivered: the hop ends at receipt.
         received_ns = time.time_ns() if observe is not None else 0
         kind, streams, counters = header.kind, self._streams, self._counters
+        unanswered = self._unanswered
         with tracing.batch_span_if_traced(RECEIVE_SPAN, header.row_traces):
             # The per-row work is written out here, not called: it runs for every row.
             for rid, frame in zip(header.rids, frames[1:], strict=True):
@@ -153,6 +166,8 @@ class InboundDispatch:
                     counters.add("rejected", "bad_row")
                     continue
                 self._session.rows_received += 1
+                if unanswered:
+                    unanswered.pop(rid, None)
                 stream.put(row)
         if observe is not None:
             latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9) if header.sent_ns else None
@@ -169,7 +184,7 @@ class InboundDispatch:
         lost = 0
         for stream in self._streams.values():
             if not stream.finished and stream.engine_incarnation in (0, incarnation):
-                stream.close(abort_reason(message))
+                stream.close(lost_reason("engine_restarted", message))
                 lost += 1
         if lost:
             logger.warning("worker link: %d requests in flight lost: %s", lost, message)
@@ -196,10 +211,16 @@ class InboundDispatch:
         self._on_change()
 
     def _on_registration_reply(self, reply: RegistrationReply) -> None:
-        """The router accepted or refused us (a refusal: register again at once)."""
+        """The router accepted or refused us (a refusal: register again at once); a newer
+        router incarnation is a restart."""
+        restarts = self._session.router_restarts
         replies = self._session.on_registration_reply(reply)
         self._counters.add("registration_replies", "accepted" if reply.accepted else "refused")
         self._answer(replies)
+        if self._session.router_restarts != restarts:
+            self._counters.add("router_restarts", "seen")
+            if self._on_router_restart is not None:
+                self._on_router_restart()
 
     def _on_pause_broadcast(self, op: PauseContinueBroadcast) -> None:
         """A pause or continue, acknowledged whether or not it was newer than ours."""

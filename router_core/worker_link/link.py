@@ -18,6 +18,12 @@ Serving a request::
         while not stream.finished:
             row = await stream.next_row()
 
+Faults: a request whose router restarted before any row came back is sent again (the
+engine link drops the copy of one it has); a stream that gets no row for
+``settings.idle_timeout_s`` while not paused ends with a ``lost`` abort
+(:mod:`~router_core.worker_link.idle`); a request waits for admission while paused for
+at most ``settings.pause_wait_s``.
+
 One event loop uses a link; it is not thread-safe. Inbound messages that break the
 protocol are counted in ``link.counters`` under ``rejected`` and skipped, never raised.
 
@@ -52,6 +58,7 @@ from router_core.worker_link.dispatch import (
     worker_frame_count,
 )
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
+from router_core.worker_link.idle import IDLE_CAUSE, end_idle_streams
 from router_core.worker_link.outcomes import ABORT_DROPPED, CONTROL_DROPPED, Count
 from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.settings import WorkerLinkSettings
@@ -82,6 +89,8 @@ class WorkerLink:
         self.session = WorkerSession(identity)
         self.counters = Counters()
         self._streams: dict[str, ResponseStream] = {}
+        #: Requests sent that no row has answered yet: what a router restart may have lost.
+        self._unanswered: dict[str, Frames] = {}
         self._admission = asyncio.Event()
         self._timer = RegistrationTimer(
             self.session, self._send_control, register_retry_s=settings.register_retry_s
@@ -93,6 +102,8 @@ class WorkerLink:
             send_control=self._send_control,
             on_change=self._on_session_change,
             on_outputs=on_outputs,
+            unanswered=self._unanswered,
+            on_router_restart=self._resend_unanswered,
         )
         self._sockets = LinkSockets(
             settings, self.counters, self._dispatch.on_message, worker_frame_count
@@ -108,7 +119,10 @@ class WorkerLink:
         ``zmq.ZMQError`` when binding fails.
         """
         self._sockets.open()
-        self._tasks = [asyncio.create_task(self._timer.run(), name="worker-link-timer")]
+        self._tasks = [
+            asyncio.create_task(self._timer.run(), name="worker-link-timer"),
+            asyncio.create_task(self._watch_idle(), name="worker-link-idle"),
+        ]
         return self
 
     def begin_stopping(self) -> None:
@@ -188,14 +202,15 @@ class WorkerLink:
     # ------------------------------------------------------------------ requests
 
     async def wait_admission(self) -> None:
-        """Return once a new request may be sent; wait while paused, without a limit.
+        """Return once a new request may be sent; wait while paused.
 
         Raises :class:`AdmissionRefused` at once when draining or stopping (also when
-        draining starts during the wait), and with ``not_registered`` when the router has
-        not accepted this worker within ``settings.register_wait_s``.
+        draining starts during the wait), with ``not_registered`` when the router has
+        not accepted this worker within ``settings.register_wait_s``, and with
+        ``paused_too_long`` after ``settings.pause_wait_s`` of waiting while paused.
         """
-        session = self.session
-        deadline = time.monotonic() + self.settings.register_wait_s
+        session, settings = self.session, self.settings
+        started = time.monotonic()
         while not session.admitting:
             if session.stopping:
                 raise AdmissionRefused("stopping")
@@ -203,11 +218,14 @@ class WorkerLink:
                 raise AdmissionRefused("draining")
             self._admission.clear()
             if session.registered:
-                await self._admission.wait()
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AdmissionRefused("not_registered")
+                remaining = started + settings.pause_wait_s - time.monotonic()
+                if remaining <= 0:
+                    self.counters.add("admission_refused", "paused_too_long")
+                    raise AdmissionRefused("paused_too_long")
+            else:
+                remaining = started + settings.register_wait_s - time.monotonic()
+                if remaining <= 0:
+                    raise AdmissionRefused("not_registered")
             await wait_event(self._admission, remaining)
 
     def has_stream(self, rid: str) -> bool:
@@ -231,6 +249,7 @@ class WorkerLink:
             yield stream
         finally:
             del self._streams[rid]
+            self._unanswered.pop(rid, None)
             self.session.inflight.discard(rid)
             if not stream.finished and self._sockets.is_open():
                 self.abort(rid)
@@ -261,6 +280,8 @@ class WorkerLink:
         if stream is not None:
             stream.engine_incarnation = self.session.engine_incarnation
         sent: Count = ("requests_sent", kind.name.lower())
+        if stream is not None:
+            self._unanswered[request.rid] = frames
         if sockets.send("requests", frames, sent=sent):
             self.session.requests_sent += 1
             return
@@ -276,6 +297,7 @@ class WorkerLink:
             if sockets.send("requests", frames, sent=sent):
                 self.session.requests_sent += 1
                 return
+        self._unanswered.pop(request.rid, None)
         self.counters.add("request_send_failed", "router_unavailable")
         raise RouterUnavailable(f"the router did not take {request.rid!r} in time")
 
@@ -288,6 +310,39 @@ class WorkerLink:
             reply_to=[self.settings.address],
         )
         self._sockets.send("requests", frames, sent=("aborts_sent", reason), unsent=ABORT_DROPPED)
+
+    # ------------------------------------------------------------------ faults
+
+    def _resend_unanswered(self) -> None:
+        """The router restarted: send again every request no row has answered yet (it
+        may have died in the old router; the engine link drops a copy it has)."""
+        for rid, frames in list(self._unanswered.items()):
+            stream = self._streams.get(rid)
+            if stream is None or stream.finished:
+                continue
+            self._sockets.send(
+                "requests",
+                frames,
+                sent=("resent_requests", "router_restarted"),
+                unsent=("resend_failed", "router_restarted"),
+            )
+
+    async def _watch_idle(self) -> None:
+        """End streams idle past ``settings.idle_timeout_s`` while not paused."""
+        idle_s = self.settings.idle_timeout_s
+        interval = min(1.0, idle_s / 4)
+        while True:
+            await asyncio.sleep(interval)
+            ended = end_idle_streams(
+                self._streams.values(),
+                now=time.monotonic(),
+                idle_timeout_s=idle_s,
+                paused=self.session.paused,
+            )
+            for stream in ended:
+                self.abort(stream.rid, reason=IDLE_CAUSE)
+            if ended:
+                self.counters.add("lost_requests", IDLE_CAUSE, len(ended))
 
     # ------------------------------------------------------------------ wiring
 

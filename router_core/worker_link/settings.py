@@ -7,6 +7,7 @@ from pathlib import Path
 
 from router_core.endpoints import RouterEndpoints, check_endpoint, worker_address
 from router_core.limits import DEFAULT_HWM
+from router_core.settings_fields import flagged
 
 __all__ = ["WorkerLinkSettings"]
 
@@ -29,6 +30,21 @@ class WorkerLinkSettings:
     register_wait_s: float = 10.0
     #: How long a request send waits while the router cannot take it.
     send_timeout_s: float = 30.0
+    #: A request with no output for this long while not paused ends with an error
+    #: (``idle_timeout``): the last resort when its final row was lost.
+    idle_timeout_s: float = flagged(
+        60.0,
+        help="a request with no output for this long while not paused ends with a 503 "
+        "(idle_timeout): the bound on a request whose last output was lost",
+        bound="positive",
+    )
+    #: How long a new request waits for admission while the stack is paused before it
+    #: is refused (``paused_too_long``).
+    pause_wait_s: float = flagged(
+        600.0,
+        help="a new request waits this long while paused, then is refused with a 503",
+        bound="positive",
+    )
     allow_remote: bool = False
 
     def __post_init__(self) -> None:
@@ -36,8 +52,12 @@ class WorkerLinkSettings:
             check_endpoint(endpoint, allow_remote=self.allow_remote)
         if self.hwm <= 0:
             raise ValueError("hwm must be positive (bounded queues)")
-        if min(self.register_retry_s, self.register_wait_s, self.send_timeout_s) <= 0:
-            raise ValueError("register_retry_s, register_wait_s and send_timeout_s must be > 0")
+        waits = (self.register_retry_s, self.register_wait_s, self.send_timeout_s)
+        if min(*waits, self.idle_timeout_s, self.pause_wait_s) <= 0:
+            raise ValueError(
+                "register_retry_s, register_wait_s, send_timeout_s, idle_timeout_s and "
+                "pause_wait_s must be > 0"
+            )
 
     @classmethod
     def in_run_dir(cls, run_dir: str | Path, worker_id: str, **limits: float) -> WorkerLinkSettings:

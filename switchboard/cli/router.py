@@ -7,9 +7,10 @@ endpoints default to the run directory's layout, each overridable.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from router_core.endpoints import RouterEndpoints
+from router_core.endpoints import ROUTER_STATE_FILE, RouterEndpoints
 from router_core.tokenizer_router.settings import RouterSettings
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
@@ -43,6 +44,11 @@ def add_parser(sub: Any) -> None:
     for field, help_text in ENDPOINTS.items():
         parser.add_argument(_flag(field), help=f"{help_text} (default: in --run-dir)")
     add_settings_flags(parser, RouterSettings)
+    parser.add_argument(
+        "--state-file",
+        help="where the pause state, drain marks and operation counter outlive a restart "
+        f"(default: {ROUTER_STATE_FILE} in --run-dir; none without one)",
+    )
 
 
 def settings(args: argparse.Namespace) -> RouterSettings:
@@ -61,7 +67,10 @@ def settings(args: argparse.Namespace) -> RouterSettings:
             for field in ENDPOINTS
         }
     )
-    return loop_settings(RouterSettings, args, endpoints=endpoints)
+    state_file = args.state_file or (
+        str(Path(directory) / ROUTER_STATE_FILE) if directory else None
+    )
+    return loop_settings(RouterSettings, args, endpoints=endpoints, state_file=state_file)
 
 
 def run(args: argparse.Namespace) -> int:

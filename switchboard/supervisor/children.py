@@ -43,6 +43,9 @@ class ChildSpec:
     argv: tuple[str, ...]
     ready: ReadyCheck
     socket_files: tuple[Path, ...] = ()
+    #: Files of state the child keeps across its own restarts (the router's pause state):
+    #: they live as long as the stack, removed when it starts and when it stops.
+    state_files: tuple[Path, ...] = ()
     #: The registry id of a worker; None for every other role.
     worker_id: str | None = None
     #: Variables added to this child's environment (the admin app's tokens: never argv).

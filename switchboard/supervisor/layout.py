@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from router_core.endpoints import (
+    ROUTER_STATE_FILE,
     DetokenizerRouterEndpoints,
     RouterEndpoints,
     check_endpoint,
@@ -107,6 +108,7 @@ def stack_layout(
             role="router",
             argv=_switchboard("router", *common),
             ready=ReadyCheck("control", router.control),
+            state_files=(run_dir / ROUTER_STATE_FILE,),
             socket_files=tuple(
                 _ipc_file(endpoint)
                 for endpoint in (
@@ -169,6 +171,8 @@ def stack_layout(
             *("--worker-id", worker_id, "--host", settings.host, "--port", str(settings.port)),
             *("--model-name", settings.model_name),
             *("--graceful-timeout-s", repr(settings.graceful_timeout_s)),
+            *("--idle-timeout-s", repr(settings.idle_timeout_s)),
+            *("--pause-wait-s", repr(settings.pause_wait_s)),
             *tokenizer,
             *remote,
         )

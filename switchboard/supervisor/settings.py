@@ -39,6 +39,7 @@ from pydantic_settings import (
 from app.settings import AdminSettings
 from app.tokens import TokenTable, parse_tokens
 from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_via
+from router_core.worker_link.settings import WorkerLinkSettings
 from switchboard.engine.scheduler import SchedulerConfig
 from switchboard.supervisor.sources import (
     ENV_PREFIX,
@@ -66,6 +67,12 @@ __all__ = [
     "is_loopback_host",
     "load_settings",
 ]
+
+
+def _link_default(name: str) -> Any:
+    """A worker link setting's default (the link's settings need endpoints to be built)."""
+    return WorkerLinkSettings.__dataclass_fields__[name].default
+
 
 #: Old names of renamed settings (TOML key, variable and flag alike) -> the setting.
 RENAMED: Final = {
@@ -158,6 +165,17 @@ class StackSettings(BaseSettings):
     )
     drain_timeout_s: float = Field(
         30.0, ge=0, description="seconds a stop waits for the workers to drain"
+    )
+    idle_timeout_s: float = Field(
+        _link_default("idle_timeout_s"),
+        gt=0,
+        description="seconds a request may go without output while not paused before its "
+        "worker ends it with a 503 (the bound on a request whose last output was lost)",
+    )
+    pause_wait_s: float = Field(
+        _link_default("pause_wait_s"),
+        gt=0,
+        description="seconds a new request waits while paused before a 503",
     )
     startup_timeout_s: float = Field(
         60.0, gt=0, description="seconds the whole stack has to become ready"

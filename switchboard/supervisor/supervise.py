@@ -109,6 +109,7 @@ class Supervisor:
                 self.admin = admin_access(settings)
                 layout = stack_layout(settings, path, os.getpid(), self.admin.environment())
                 self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
+                self._remove_state_files()  # a new stack starts from no one's state
                 router_control = RouterEndpoints.in_run_dir(path).control
                 probes = Probes(router_control, http_url(settings.host, settings.port))
                 return self._serve(probes)
@@ -118,8 +119,14 @@ class Supervisor:
                     probes.close()
                 if self.metrics_dir is not None:
                     self.metrics_dir.remove()
+                self._remove_state_files()
                 self.run_dir.close(f for child in self.children for f in child.spec.socket_files)
                 log.info("stopped; run dir %s", "removed" if self.run_dir.temporary else "cleaned")
+
+    def _remove_state_files(self) -> None:
+        for child in self.children:
+            for path in child.spec.state_files:
+                path.unlink(missing_ok=True)
 
     def _serve(self, probes: Probes) -> int:
         try:

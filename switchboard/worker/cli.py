@@ -29,6 +29,7 @@ def add_parser(sub: Any) -> None:
     )
     add_common_flags(parser)
     add_settings_flags(parser, WorkerSettings)
+    add_settings_flags(parser, WorkerLinkSettings)
     parser.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
     parser.add_argument("--address", help="this worker's return address (default: run dir)")
     parser.add_argument("--requests-endpoint", help="the router's requests PULL")
@@ -52,6 +53,7 @@ def settings(args: argparse.Namespace) -> WorkerSettings:
             workers_endpoint=args.workers_endpoint or (router.workers if router else ""),
             hwm=args.hwm,
             allow_remote=args.allow_remote,
+            **settings_values(args, WorkerLinkSettings),
         )
         return WorkerSettings(
             link=link, version=__version__, **settings_values(args, WorkerSettings)

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from router_core.counters import Counters
-from router_core.worker_link import AdmissionRefused, RouterUnavailable
+from router_core.worker_link import AdmissionRefused, RequestLost, RouterUnavailable
 from switchboard.worker.disconnect import ClientDisconnected
 from switchboard.worker.generation import PromptError, RequestAborted
 from switchboard.worker.metrics import BAD_REQUEST_STATUSES, NO_METRICS, Metrics
@@ -30,6 +30,21 @@ class ModelNotFound(LookupError):
 def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
     """The JSON error body."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def lost_body(error: RequestLost) -> dict[str, Any]:
+    """The error body of a request lost to a fault; ``code`` is its status and ``param``
+    stays None, ``cause`` names the fault in one word."""
+    body = error_body(str(error), "service_unavailable", error.status)
+    body["error"]["cause"] = error.cause
+    return body
+
+
+def stream_error(error: Exception) -> dict[str, Any]:
+    """The ``error`` event that ends a stream whose headers were already sent."""
+    if isinstance(error, RequestLost):
+        return lost_body(error)
+    return {"error": {"message": str(error), "type": type(error).__name__}}
 
 
 def _validation_message(error: RequestValidationError) -> tuple[str, str | None]:
@@ -76,6 +91,8 @@ def install_error_handlers(
         message = {
             "draining": "this worker is draining; retry on another worker",
             "stopping": "this worker is shutting down; retry on another worker",
+            "paused_too_long": "generation is paused and stayed paused past this worker's "
+            "pause wait; retry later",
         }.get(error.reason, "this worker is not registered with the router yet")
         body = error_body(message, "service_unavailable", 503)
         return reject(error.reason, 503, body, **{"Retry-After": str(retry)})
@@ -87,6 +104,10 @@ def install_error_handlers(
     async def on_aborted(request: Request, error: Exception) -> JSONResponse:
         body = error_body(str(error), "service_unavailable", 503)
         return reject("aborted", 503, body, **{"Retry-After": str(retry_after_s)})
+
+    async def on_lost(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestLost)
+        return reject(f"lost_{error.cause}", error.status, lost_body(error), **{"Retry-After": "1"})
 
     async def on_disconnected(request: Request, error: Exception) -> JSONResponse:
         # Nobody reads this answer (nginx's 499); the request was aborted in the engine.
@@ -104,5 +125,6 @@ def install_error_handlers(
     app.add_exception_handler(AdmissionRefused, on_admission)
     app.add_exception_handler(RouterUnavailable, on_router)
     app.add_exception_handler(RequestAborted, on_aborted)
+    app.add_exception_handler(RequestLost, on_lost)
     app.add_exception_handler(ClientDisconnected, on_disconnected)
     app.add_exception_handler(StarletteHTTPException, on_http)

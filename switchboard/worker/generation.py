@@ -20,7 +20,7 @@ from httpkit.spans import server_traceparent
 from router_core.wire import Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
-from router_core.worker_link import OutputRow, WorkerLink, finish_reason_of
+from router_core.worker_link import OutputRow, RequestLost, WorkerLink, finish_reason_of
 from switchboard.text import Tokenizer
 from switchboard.worker.metrics import NO_METRICS, Metrics
 from switchboard.worker.settings import WorkerSettings
@@ -110,6 +110,13 @@ def _chunk(rows: Sequence[OutputRow]) -> TextChunk:
         cached_tokens=_first(last.cached_tokens, 0),
         finish_reason=finish_reason_of(last),
     )
+
+
+def _raise_if_lost(reason: dict[str, Any] | None) -> None:
+    """A request lost to a fault is an error (503 naming the cause), never a success."""
+    lost = None if reason is None else RequestLost.from_reason(reason)
+    if lost is not None:
+        raise lost
 
 
 class Generation:
@@ -235,6 +242,7 @@ class Generation:
                 rows = [first, *stream.take_ready()]
                 chunk = _chunk(rows)
                 timer.chunk(chunk.completion_tokens, finished=chunk.finish_reason is not None)
+                _raise_if_lost(chunk.finish_reason)
                 yield chunk
                 if chunk.finish_reason is not None:
                     return
@@ -274,6 +282,7 @@ class Generation:
                 reason = finish_reason_of(row)
                 if reason is None:
                     continue
+                _raise_if_lost(reason)
                 embedding = (
                     _first(row.embeddings, None) if isinstance(row, BatchEmbeddingOutput) else None
                 )

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request, Response
 from router_core.wire.requests import SamplingParams
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
+from switchboard.worker.errors import stream_error
 from switchboard.worker.generation import (
     Generation,
     Prompt,
@@ -151,7 +152,7 @@ async def _stream(
                     payload["index"] = index
                 yield event(payload)
     except Exception as error:  # headers are sent: report in the stream, then end it
-        yield event({"error": {"message": str(error), "type": type(error).__name__}})
+        yield event(stream_error(error))
     yield DONE
 
 

@@ -24,7 +24,7 @@ from router_core.wire.finish import FinishReason
 from router_core.wire.requests import SamplingParams
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
-from switchboard.worker.errors import ModelNotFound
+from switchboard.worker.errors import ModelNotFound, stream_error
 from switchboard.worker.generation import (
     Generation,
     Prompt,
@@ -213,7 +213,7 @@ async def _stream(
                 completion_tokens[index] = part.completion_tokens
                 yield chunk(index, prefix + part.text, finish_reason(part.finish_reason))
     except Exception as error:  # headers are sent: report in the stream, then end it
-        yield event({"error": {"message": str(error), "type": type(error).__name__}})
+        yield event(stream_error(error))
     if include_usage:
         prompt_tokens = sum(len(prompt.ids) for prompt in choices[:: body.n])
         usage = _usage(prompt_tokens, sum(completion_tokens))

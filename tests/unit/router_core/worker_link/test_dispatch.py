@@ -24,6 +24,7 @@ from router_core.wire.control import (
     PauseContinueBroadcast,
     RegistrationReply,
 )
+from router_core.wire.finish import lost_reason
 from router_core.wire.outputs import BatchStrOutput
 from router_core.wire.requests import GenerateRequest
 from router_core.worker_link import RECEIVE_SPAN, ResponseStream, WorkerIdentity, WorkerSession
@@ -226,7 +227,7 @@ class TestControlTable:
         newer.engine_incarnation = 200
         harness.receive(control(Kind.LOAD, LoadSnapshot(taken_ns=2, engine_started_ns=200)))
         (row,) = old.take_ready()
-        assert row.finished_reasons == [{"type": "abort", "message": ENGINE_RESTARTED}]
+        assert row.finished_reasons == [lost_reason("engine_restarted", ENGINE_RESTARTED)]
         assert not newer.finished
         assert harness.counters.get("lost_requests", "engine_restarted") == 1
         assert harness.sent == [] and harness.changes == 0

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
-from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
+from router_core.endpoints import ROUTER_STATE_FILE, DetokenizerRouterEndpoints, RouterEndpoints
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 from router_core.settings_fields import flag_specs
 from router_core.tokenizer_router.settings import RouterSettings
@@ -253,7 +253,8 @@ class TestDefaults:
 
         run_dir = str(tmp_path)
         assert router.settings(parse("router", "--run-dir", run_dir)) == RouterSettings(
-            endpoints=RouterEndpoints.in_run_dir(run_dir)
+            endpoints=RouterEndpoints.in_run_dir(run_dir),
+            state_file=str(tmp_path / ROUTER_STATE_FILE),
         )
         assert detok_router.settings(
             parse("detok-router", "--run-dir", run_dir)
