@@ -43,6 +43,20 @@ class Figures:
         self.counts[group] = {outcome.value: tally[outcome] for outcome in Outcome}
         return tally
 
+    def failures(self, records: Iterable[RequestRecord]) -> None:
+        """Note the commonest clear-error causes and every wrong or hung request."""
+        chosen = [record for record in records if record.verdict is not None]
+        causes = Counter(
+            record.verdict.cause[:100]
+            for record in chosen
+            if record.verdict is not None and record.outcome is Outcome.CLEAR_ERROR
+        )
+        for cause, count in causes.most_common(6):
+            self.note(f"clear error x{count}: {cause}")
+        for record in chosen:
+            if record.outcome in (Outcome.WRONG_TEXT, Outcome.HUNG):
+                self.note(record.describe())
+
     def set(self, name: str, value: Any) -> None:
         self.values[name] = round(value, 3) if isinstance(value, float) else value
 

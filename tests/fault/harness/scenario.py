@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -92,16 +91,7 @@ class KillRun:
         figures.set("restart_s", None if self.ready_at is None else self.ready_at - self.fault_at)
         figures.set("victim_pid", self.victim_pid)
         figures.set("new_pid", self.new_pid)
-        causes = Counter(
-            r.verdict.cause.split(" (")[0][:90]
-            for r in self.records
-            if r.verdict is not None and r.verdict.outcome is Outcome.CLEAR_ERROR
-        )
-        for cause, count in causes.most_common(6):
-            figures.note(f"clear error x{count}: {cause}")
-        for record in self.records:
-            if record.verdict is not None and record.outcome in (Outcome.WRONG_TEXT, Outcome.HUNG):
-                figures.note(record.describe())
+        figures.failures(self.records)
         for record in self.unaffected():
             if record.outcome is Outcome.CLEAR_ERROR:
                 figures.note(f"unaffected but failed: {record.describe()}")
