@@ -4,25 +4,36 @@
   processes) that go away lose their sockets once their requests are over and the idle
   bound has passed: the detokenizer's descriptors (``/proc/<pid>/fd``) fall back to what
   they were before any worker, and what was queued for them is bounded and counted.
+* Under ``switchboard up``, a worker killed and restarted again and again leaves no file
+  of its dead processes in ``<run dir>/metrics``: each file belongs to a live process or
+  is one of the archives, and the requests counted before each kill are still counted
+  after it, exactly.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+import httpx
+import psutil
 import pytest
 import zmq
 
 from router_core.endpoints import DetokenizerRouterEndpoints
 from router_core.wire.codec import frame_batch
 from router_core.wire.outputs import BatchTokenIDOutput
+from switchboard.supervisor.metrics_dir import ARCHIVE, FOLDED_KINDS
 from tests.integration.harness import SocketFactory, Stack
+from tests.integration.harness.admin_stack import AdminStack, admin_stack
 from tests.integration.harness.polling import ipc_path, wait_until
 from tests.integration.harness.processes import ManagedProcess
+from tests.integration.harness.scrape import generate, sample_sum, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +158,94 @@ class TestDetokenizerSockets:
         late = WORKERS * (LATE_ROWS + 1)
         assert dropped["destination_idle"] == WORKERS * BACKLOG, counters
         assert dropped["backlog_full"] == late - WORKERS * BACKLOG, counters
+
+
+#: Times the worker is killed and restarted.
+RESTARTS = 3
+#: Requests sent before each kill.
+REQUESTS_PER_LIFE = 5
+METRICS_DEADLINE_S = 60.0
+
+
+def worker_pid(stack: AdminStack) -> int | None:
+    """The pid of the one running worker, if it is running."""
+    workers = stack.role_processes("worker")
+    return workers[0].pid if len(workers) == 1 else None
+
+
+def answered(stack: AdminStack) -> float:
+    """``/generate`` requests the workers report answered."""
+    return sample_sum(scrape(stack), "switchboard_http_requests_total", handler="/generate")
+
+
+def stray_files(metrics_dir: Path) -> list[str]:
+    """``*.db`` files that are neither an archive nor of a live process."""
+    strays = []
+    for path in metrics_dir.glob("*.db"):
+        owner = path.stem.rpartition("_")[2]
+        if owner != ARCHIVE and not (owner.isdigit() and psutil.pid_exists(int(owner))):
+            strays.append(path.name)
+    return strays
+
+
+def counted(stack: AdminStack, total: int) -> bool:
+    """Whether the answered requests are exactly ``total`` (False while the admin app's
+    scrape fails)."""
+    try:
+        return answered(stack) == total
+    except httpx.HTTPError:
+        return False
+
+
+def one_life(stack: AdminStack, total: int) -> int:
+    """Send :data:`REQUESTS_PER_LIFE` requests, see ``total`` counted, SIGKILL the worker
+    and wait until it is back with ``total`` still counted; the killed pid."""
+    for _ in range(REQUESTS_PER_LIFE):
+        generate(stack.base_url)
+    wait_until(
+        lambda: counted(stack, total),
+        METRICS_DEADLINE_S,
+        lambda: f"{total} requests counted (have {answered(stack)})",
+    )
+    old = worker_pid(stack)
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    wait_until(
+        lambda: serving_again(stack, old) and counted(stack, total),
+        METRICS_DEADLINE_S,
+        "the worker restarted and serving, every request still counted",
+    )
+    return old
+
+
+def serving_again(stack: AdminStack, old: int) -> bool:
+    """Whether a new worker process (not ``old``) is registered and serving."""
+    pid = worker_pid(stack)
+    if pid in (None, old):
+        return False
+    try:
+        with stack.client(stack.viewer_token) as client:
+            worker = client.get("/api/workers/w0").json()
+    except httpx.HTTPError:
+        return False
+    return bool(worker.get("pid") == pid and worker.get("state") == "serving")
+
+
+class TestMetricsDirectory:
+    """The multiprocess directory of ``switchboard up`` follows the live processes."""
+
+    def test_restarts_leave_no_dead_process_files_and_keep_every_count(
+        self, tmp_path: Path
+    ) -> None:
+        """Kill the worker three times: after each restart no file of a dead process is
+        left, the archives are at most one per kind, and the answered requests counted
+        before the kill are all still counted."""
+        extra = ("--restart-backoff-max-s", "1.0")
+        with admin_stack(tmp_path, workers=1, extra_args=extra) as stack:
+            metrics_dir = stack.run_dir / "metrics"
+            for life in range(1, RESTARTS + 1):
+                old = one_life(stack, life * REQUESTS_PER_LIFE)
+                assert not list(metrics_dir.glob(f"*_{old}.db")), "the dead worker's files stay"
+                assert stray_files(metrics_dir) == []
+                archives = list(metrics_dir.glob(f"*_{ARCHIVE}.db"))
+                assert 0 < len(archives) <= len(FOLDED_KINDS)
