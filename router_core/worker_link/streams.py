@@ -9,7 +9,9 @@ handed to its request's :class:`ResponseStream`, which the HTTP handler reads wi
 running total; the detokenizer copies both). A stream counts the tokens its text rows
 covered, and a text row that does not start there (rows were lost, or came twice, on the
 way from the engine) ends the stream instead, with an abort row that names the missing
-tokens and carries no text: a client gets a clear error, never a silently wrong text.
+tokens and carries no text, a request lost to a fault (cause ``rows_lost``, see
+:func:`~router_core.wire.finish.lost_reason`): a client gets a clear error, never a
+silently wrong text.
 ``output_gap`` then says where. Rows that already abort (a detokenizer's own check, the
 engine's aborts) are passed as they are; rows without both columns, and token rows that
 reach a worker directly (their ``output_ids`` may hold every id so far), are not checked.
@@ -20,12 +22,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
-from router_core.wire.finish import abort_reason
+from router_core.wire.finish import lost_reason
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 
-__all__ = ["OutputRow", "ResponseStream", "finish_reason_of", "rows_lost_message"]
+__all__ = [
+    "ROWS_LOST_CAUSE",
+    "OutputRow",
+    "ResponseStream",
+    "finish_reason_of",
+    "rows_lost_message",
+]
+
+#: The ``err_type`` of a stream ended because its rows did not follow.
+ROWS_LOST_CAUSE: Final = "rows_lost"
 
 #: A one-request slice of a batched output.
 OutputRow = BatchStrOutput | BatchEmbeddingOutput | BatchTokenIDOutput
@@ -117,7 +128,9 @@ class ResponseStream:
         self.output_gap = (self._tokens, position)
         return BatchStrOutput(
             rids=[self.rid],
-            finished_reasons=[abort_reason(rows_lost_message(self._tokens, position))],
+            finished_reasons=[
+                lost_reason(ROWS_LOST_CAUSE, rows_lost_message(self._tokens, position))
+            ],
             output_strs=[""],
             prompt_tokens=row.prompt_tokens,
             cached_tokens=row.cached_tokens,

@@ -17,13 +17,17 @@ State is forgotten when a request finishes and evicted when it is not updated fo
 row's place in its request is checked before it is decoded: it starts at output token
 ``completion_tokens - len(output_ids)`` (the engine sends the step's new ids and the
 running total), which must be the count of tokens this detokenizer has decoded for the
-request. When it is not, the row becomes a finishing abort row with no text, and the
-request's state is forgotten:
+request. When it is not, the row becomes a finishing abort row with no text, a request
+lost to a fault (:func:`~router_core.wire.finish.lost_reason`, so workers answer it with
+a 503 naming the cause), and the request's state is forgotten:
 
 * no state and a row past token 0: the state was lost (this detokenizer restarted, the
-  request was moved here, or its state was evicted), counted ``output_continuity{lost_state}``;
-* state, and the row starts later: rows were lost on the way here (``{gap}``);
-* state, and the row starts earlier: rows came twice or out of order (``{overlap}``).
+  request was moved here, or its state was evicted): cause ``detokenizer_state_lost``,
+  counted ``output_continuity{lost_state}``;
+* state, and the row starts later: rows were lost on the way here: cause ``rows_lost``,
+  counted ``{gap}``;
+* state, and the row starts earlier: rows came twice or out of order: cause
+  ``rows_lost`` too (the output path is broken either way), counted ``{overlap}``.
 
 An aborted request is remembered (bounded as the states are) so that its later rows are
 not answered with one abort each: :meth:`RowDetokenizer.text_row` drops them
@@ -45,12 +49,20 @@ from typing import Any, Final
 import msgspec
 
 from router_core.counters import Counters
-from router_core.wire.finish import FinishReason, abort_reason
+from router_core.wire.finish import FinishReason, abort_reason, lost_reason
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
 from router_core.wire.split import batch_columns
 from switchboard.text import IncrementalDetokenizer, StopChecker, Tokenizer
 
-__all__ = ["ALREADY_ABORTED", "LOST_STATE", "RowDetokenizer", "discontinuity", "str_row"]
+__all__ = [
+    "ALREADY_ABORTED",
+    "LOST_STATE",
+    "ROWS_LOST_CAUSE",
+    "STATE_LOST_CAUSE",
+    "RowDetokenizer",
+    "discontinuity",
+    "str_row",
+]
 
 #: Released characters remembered per request, to find a stop string that began in them.
 TAIL_CHARS: Final = 1024
@@ -80,6 +92,11 @@ LOST_STATE: Final = (
     "the detokenizer lost this request's decoding state (it restarted or evicted it); "
     "the text cannot continue exactly"
 )
+#: The ``err_type`` of those aborts, and of the aborts for rows lost (or repeated) upstream.
+STATE_LOST_CAUSE: Final = "detokenizer_state_lost"
+ROWS_LOST_CAUSE: Final = "rows_lost"
+#: Where this check sees rows go missing, as its messages say.
+BEFORE_DETOKENIZER: Final = "before the detokenizer"
 #: The abort message :meth:`RowDetokenizer.row` repeats for a row of an aborted request.
 ALREADY_ABORTED: Final = "the detokenizer already aborted this request"
 
@@ -164,7 +181,7 @@ class RowDetokenizer:
         text = self._convert(row, owner, now)
         if text is None:
             self.counters.add("output_continuity", "repeated_abort")
-            return _abort_row(row, owner, ALREADY_ABORTED)
+            return _finished_row(row, owner, abort_reason(ALREADY_ABORTED))
         return text
 
     def _convert(self, row: BatchTokenIDOutput, owner: str, now: float) -> BatchStrOutput | None:
@@ -185,10 +202,10 @@ class RowDetokenizer:
             state = self._states.get(key)
             decoded = 0 if state is None else state.decoded
             if position != decoded:
-                message = self._why_not_continuous(state, position)
+                reason = self._why_not_continuous(state, position)
                 if finished is not None and finished.get("type") == "abort":
                     return self._abort(row, key, owner, None, now)  # the engine's words
-                return self._abort(row, key, owner, message, now)
+                return self._abort(row, key, owner, reason, now)
         text = self.step(
             key,
             new_ids,
@@ -206,26 +223,26 @@ class RowDetokenizer:
         row: BatchTokenIDOutput,
         key: tuple[str, str],
         owner: str,
-        message: str | None,
+        reason: dict[str, Any] | None,
         now: float,
     ) -> BatchStrOutput:
         """End request ``key`` with an abort row with no text, its text cannot continue
-        exactly: for ``message``, or for the row's own abort reason when None."""
+        exactly: finishing for ``reason``, or for the row's own abort reason when None."""
         self._states.pop(key, None)
-        if message is None:
+        if reason is None:
             return str_row(row, owner, "")
         if _first(row.finished_reasons, None) is None:  # more rows will come: drop them
             self._aborted[key] = now
-        return _abort_row(row, owner, message)
+        return _finished_row(row, owner, reason)
 
-    def _why_not_continuous(self, state: _Request | None, position: int) -> str:
-        """The abort message for a row at ``position`` that does not follow ``state``."""
+    def _why_not_continuous(self, state: _Request | None, position: int) -> dict[str, Any]:
+        """The finish reason of a row at ``position`` that does not follow ``state``."""
         if state is None and position > 0:
             self.counters.add("output_continuity", "lost_state")
-            return LOST_STATE
+            return lost_reason(STATE_LOST_CAUSE, LOST_STATE)
         decoded = 0 if state is None else state.decoded
         self.counters.add("output_continuity", "gap" if position > decoded else "overlap")
-        return discontinuity(decoded, position, "before the detokenizer")
+        return lost_reason(ROWS_LOST_CAUSE, discontinuity(decoded, position, BEFORE_DETOKENIZER))
 
     def _forget_aborted(self, key: tuple[str, str], finished: bool, now: float) -> None:
         """A row of an aborted request: the last one ends the memory, others refresh it."""
@@ -330,7 +347,6 @@ def _evict(
     return evicted
 
 
-def _abort_row(row: BatchTokenIDOutput, owner: str, message: str) -> BatchStrOutput:
-    """``row``'s text row, finishing with an abort for ``message``, with no text."""
-    text = str_row(row, owner, "")
-    return msgspec.structs.replace(text, finished_reasons=[abort_reason(message)])
+def _finished_row(row: BatchTokenIDOutput, owner: str, reason: dict[str, Any]) -> BatchStrOutput:
+    """``row``'s text row, finishing for ``reason``, with no text."""
+    return msgspec.structs.replace(str_row(row, owner, ""), finished_reasons=[reason])

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from router_core.wire.finish import abort_reason, length_reason
+from router_core.wire.finish import abort_reason, length_reason, lost_reason
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 from router_core.worker_link.streams import (
     OutputRow,
@@ -101,7 +101,7 @@ class TestEndToEndCheck:
         got = stream.take_ready()
         assert texts(got) == "abc"
         message = "output rows were lost between the engine and this worker (tokens 3..5 missing)"
-        assert finish_reason_of(got[-1]) == abort_reason(message)
+        assert finish_reason_of(got[-1]) == lost_reason("rows_lost", message)
         last = got[-1]
         assert isinstance(last, BatchStrOutput)
         assert last.rids == ["r"] and last.output_strs == [""]
@@ -114,7 +114,7 @@ class TestEndToEndCheck:
         stream.put(text_row(4, [9], "tail", length_reason(5)))
         (row,) = stream.take_ready()
         assert stream.output_gap == (0, 4) and stream.finished
-        assert finish_reason_of(row) == abort_reason(rows_lost_message(0, 4))
+        assert finish_reason_of(row) == lost_reason("rows_lost", rows_lost_message(0, 4))
 
     def test_a_repeated_row_ends_the_stream(self) -> None:
         """A row starting before the tokens received (sent twice) ends the stream."""
@@ -124,9 +124,10 @@ class TestEndToEndCheck:
         stream.put(text_row(1, [6], "b"))
         assert stream.output_gap == (2, 1)
         reason = finish_reason_of(stream.take_ready()[-1])
-        assert reason == abort_reason(
+        assert reason == lost_reason(
+            "rows_lost",
             "output rows came twice or out of order between the engine and this worker "
-            "(a row from token 1 after 2 tokens)"
+            "(a row from token 1 after 2 tokens)",
         )
 
     def test_rows_that_already_abort_pass_as_they_are(self) -> None:
@@ -135,7 +136,8 @@ class TestEndToEndCheck:
         for position, ids in ((7, [9]), (2, [])):
             stream = ResponseStream("r")
             stream.put(text_row(0, [5, 6], "ab"))
-            aborted = text_row(position, ids, "", abort_reason("the detokenizer lost it"))
+            reason = lost_reason("detokenizer_state_lost", "the detokenizer lost it")
+            aborted = text_row(position, ids, "", reason)
             stream.put(aborted)
             assert stream.take_ready()[-1] is aborted
             assert stream.finished and stream.output_gap is None

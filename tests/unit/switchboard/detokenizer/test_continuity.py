@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from router_core.wire.finish import FinishReason
+from router_core.wire.finish import FinishReason, lost_reason
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
 from switchboard.detokenizer.rows import ALREADY_ABORTED, LOST_STATE, RowDetokenizer
 from switchboard.text import Tokenizer
@@ -19,6 +19,8 @@ from tests.unit.switchboard.detokenizer.engine_rows import (
     engine_rows,
 )
 
+#: How a request whose decoding state is gone ends: lost to a fault (a 503 at the worker).
+STATE_LOST = lost_reason("detokenizer_state_lost", LOST_STATE)
 #: Twelve requests of 6..22 tokens, run at most 4 at a time so they start at different steps.
 GENERATIONS = [Generation(f"r{i}", f"prompt {i} about things", 6 + (i * 7) % 17) for i in range(12)]
 
@@ -146,9 +148,7 @@ class TestLostState:
             seen = before.get(rid, []) + after.get(rid, [])
             first_after = after[rid][0] if rid in after else None
             if first_after is not None and rid in before:
-                assert [finish_of(t) for t in after[rid]] == [
-                    FinishReason.of({"type": "abort", "message": LOST_STATE})
-                ], rid
+                assert [finish_of(t) for t in after[rid]] == [FinishReason.of(STATE_LOST)], rid
                 assert after[rid][0].output_strs == [""]
                 assert exact.startswith(joined(seen)), rid
                 outcomes["aborted"] += 1
@@ -172,7 +172,7 @@ class TestLostState:
         last = mid_row("r", 9, [5], finished_reasons=[{"type": "length", "length": 10}])
         text = rows.text_row(last, OWNER, 0.0)
         assert text is not None and text.output_strs == [""]
-        assert text.finished_reasons == [{"type": "abort", "message": LOST_STATE}]
+        assert text.finished_reasons == [STATE_LOST]
         assert text.completion_tokens == [10] and text.http_worker_ipcs == [OWNER]
         assert not rows.aborted((OWNER, "r")), "no row follows a finished one"
 
@@ -195,7 +195,7 @@ class TestLostState:
         rows = RowDetokenizer(default_tokenizer)
         first = rows.row(mid_row("r", 3, [5]), OWNER, 0.0)
         again = rows.row(mid_row("r", 4, [6]), OWNER, 1.0)
-        assert finish_of(first) == FinishReason(type="abort", message=LOST_STATE)
+        assert finish_of(first) == FinishReason.of(STATE_LOST)
         assert finish_of(again) == FinishReason(type="abort", message=ALREADY_ABORTED)
         assert again.output_strs == [""]
         assert rows.counters.get("output_continuity", "repeated_abort") == 1
@@ -236,7 +236,7 @@ class TestLostRows:
             released += out.output_strs[0]  # type: ignore[index]
         out = rows.text_row(mid_row("r", 7, [ids[7]]), OWNER, 1.0)
         message = "output rows were lost before the detokenizer (tokens 4..6 missing)"
-        assert out is not None and out.finished_reasons == [{"type": "abort", "message": message}]
+        assert out is not None and out.finished_reasons == [lost_reason("rows_lost", message)]
         assert out.output_strs == [""]
         assert default_tokenizer.decode(ids).startswith(released)
         assert (OWNER, "r") not in rows and rows.aborted((OWNER, "r"))
@@ -249,11 +249,11 @@ class TestLostRows:
         for position in range(3):
             assert rows.text_row(mid_row("r", position, [40 + position]), OWNER, 0.0) is not None
         out = rows.text_row(mid_row("r", 1, [41, 42, 43]), OWNER, 1.0)
-        assert out is not None and finish_of(out) == FinishReason(
-            type="abort",
-            message="output rows came twice or out of order before the detokenizer "
-            "(a row from token 1 after 3 tokens)",
+        message = (
+            "output rows came twice or out of order before the detokenizer "
+            "(a row from token 1 after 3 tokens)"
         )
+        assert out is not None and out.finished_reasons == [lost_reason("rows_lost", message)]
         assert rows.counters.get("output_continuity", "overlap") == 1
 
     def test_an_engine_abort_after_a_gap_keeps_its_reason_without_text(
