@@ -1,0 +1,188 @@
+"""Every socket a stack's processes bind, as fuzz :class:`Target` values.
+
+The layout is the supervisor's (``switchboard/supervisor/layout.py``, the endpoints of
+``router_core/endpoints.py``): the tokenizer router's ``requests``, ``workers``,
+``engine_events``, ``outputs`` and ``control``; the detokenizer router's ``inbound`` and
+``control``; each detokenizer's PULL; the engine link's PULL; each worker link's PULL.
+The admin app and the supervisor bind none. Templates are real messages of the kinds a
+socket receives; extras are refused past the header checks for a reason the protocol
+names (``docs/protocol.md``, section 7.2). No message here is one a receiver would act
+on: nothing is generated, registered, paused or acknowledged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from router_core.control.protocol import ControlRequest, encode
+from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints, worker_address
+from router_core.wire import Kind, frame_batch
+from router_core.wire.codec import encode_header, frame_message
+from router_core.wire.control import Acknowledgement, Heartbeat, LoadSnapshot
+from router_core.wire.header import Header
+from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
+from router_core.wire.requests import AbortRequest, GenerateRequest
+from router_core.worker_link.dispatch import worker_frame_count
+from tests.fault.harness.fuzz import Frames, Target
+
+__all__ = ["stack_targets"]
+
+#: Not a payload of any kind.
+GARBAGE = b"\xc1 not msgpack"
+
+
+def _with_garbage(kind: Kind, rids: list[str], reply_to: list[str]) -> Frames:
+    """A valid header of ``kind`` whose payload frames do not decode."""
+    count = len(rids) if rids else 1
+    return [encode_header(Header(kind, rids, reply_to)), *([GARBAGE] * count)]
+
+
+#: A valid request frame, for mutations.
+STATUS_REQUEST = [encode(ControlRequest(id=9, command="status"))]
+
+
+def _control_extras() -> tuple[tuple[Frames, str], ...]:
+    return (
+        ([encode(ControlRequest(id=1, command="no_such_command"))], "unknown_command"),
+        ([encode(ControlRequest(id=2, command="status", args={"x": 1}))], "control_arguments"),
+        ([encode(ControlRequest(id=3, command="status", deadline_ns=1))], "control_expired"),
+        ([msgspec.msgpack.encode({"id": "one"})], "control_request"),
+        ([b"", b"\x01", encode(ControlRequest(id=4, command="status"))], "control_envelope"),
+    )
+
+
+def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[Target]:
+    """Every bound socket of a stack in ``run_dir`` with ``workers`` (ids) and
+    ``detokenizers`` detokenizers."""
+    router = RouterEndpoints.in_run_dir(run_dir)
+    detok = DetokenizerRouterEndpoints.in_run_dir(run_dir, detokenizers)
+    ghost = worker_address(run_dir, "ghost")
+    generate = frame_message(
+        Kind.GENERATE, GenerateRequest(rid="g", input_ids=[1, 2]), rids=["g"], reply_to=[ghost]
+    )
+    abort = frame_message(Kind.ABORT, AbortRequest(rid="g"), rids=["g"], reply_to=[ghost])
+    heartbeat = frame_message(Kind.HEARTBEAT, Heartbeat(worker_id="ghost"))
+    load = frame_message(Kind.LOAD, LoadSnapshot(step=1))
+    ack = frame_message(Kind.ACK, Acknowledgement(op_id="fuzz-1", participant="ghost"))
+    idle = frame_message(Kind.IDLE, None)
+    str_rows = frame_batch(
+        BatchStrOutput(rids=["a", "b"], http_worker_ipcs=[ghost, ghost], output_strs=["x", "y"])
+    )
+    token_rows = frame_batch(
+        BatchTokenIDOutput(rids=["a"], http_worker_ipcs=[ghost], output_ids=[[5]])
+    )
+    other_rid = frame_batch(
+        BatchTokenIDOutput(rids=["b"], http_worker_ipcs=[ghost], output_ids=[[5]])
+    )
+    mismatched_rid = [
+        encode_header(Header(Kind.GENERATE, ["g"], [ghost])),
+        msgspec.msgpack.encode(GenerateRequest(rid="other", input_ids=[1])),
+    ]
+    engine_ack = frame_message(Kind.ACK, Acknowledgement(op_id="fuzz-2", participant="engine"))
+    targets = [
+        Target(
+            "router.requests",
+            router.requests,
+            "tokenizer_router",
+            templates=(generate, abort),
+            extras=((heartbeat, "unexpected_kind"), (str_rows, "unexpected_kind")),
+        ),
+        Target(
+            "router.workers",
+            router.workers,
+            "tokenizer_router",
+            templates=(heartbeat, ack),
+            extras=(
+                (_with_garbage(Kind.HEARTBEAT, [], []), "bad_payload"),
+                (generate, "unexpected_kind"),
+                (load, "unexpected_kind"),
+                (engine_ack, "ack_impersonation"),
+            ),
+        ),
+        Target(
+            "router.engine_events",
+            router.engine_events,
+            "tokenizer_router",
+            templates=(load, ack),
+            extras=(
+                (_with_garbage(Kind.LOAD, [], []), "bad_payload"),
+                (_with_garbage(Kind.ACK, [], []), "bad_payload"),
+                (ack, "ack_impersonation"),
+                (generate, "unexpected_kind"),
+            ),
+        ),
+        Target(
+            "router.outputs",
+            router.outputs,
+            "tokenizer_router",
+            templates=(str_rows, idle),
+            extras=((generate, "unexpected_kind"), (heartbeat, "unexpected_kind")),
+        ),
+        Target(
+            "router.control",
+            router.control,
+            "tokenizer_router",
+            control=True,
+            templates=(STATUS_REQUEST,),
+            extras=_control_extras(),
+        ),
+        Target(
+            "detok-router.inbound",
+            detok.inbound,
+            "detokenizer_router",
+            templates=(token_rows, idle),
+            extras=((generate, "unexpected_kind"), (load, "unexpected_kind")),
+        ),
+        Target(
+            "detok-router.control",
+            detok.control,
+            "detokenizer_router",
+            control=True,
+            templates=(STATUS_REQUEST,),
+            extras=_control_extras(),
+        ),
+        Target(
+            "engine",
+            router.engine,
+            "engine",
+            templates=(generate, abort),
+            extras=(
+                (_with_garbage(Kind.GENERATE, ["g"], [ghost]), "bad_payload"),
+                (mismatched_rid, "rid_mismatch"),
+                (token_rows, "unexpected_kind"),
+                (heartbeat, "unexpected_kind"),
+            ),
+        ),
+    ]
+    for index, endpoint in enumerate(detok.detokenizers):
+        targets.append(
+            Target(
+                f"detokenizer-{index}",
+                endpoint,
+                "detokenizer",
+                templates=(token_rows,),
+                extras=(
+                    (_with_garbage(Kind.TOKEN_BATCH, ["a"], [ghost]), "bad_payload"),
+                    ([token_rows[0], other_rid[1]], "bad_payload"),
+                    (generate, "unexpected_kind"),
+                ),
+            )
+        )
+    for worker_id in workers:
+        targets.append(
+            Target(
+                f"worker-{worker_id}",
+                worker_address(run_dir, worker_id),
+                "worker",
+                templates=(str_rows, load),
+                extras=(
+                    (_with_garbage(Kind.LOAD, [], []), "bad_payload"),
+                    (_with_garbage(Kind.PAUSE_BROADCAST, [], []), "bad_payload"),
+                    (generate, "unexpected_kind"),
+                ),
+                frame_count=worker_frame_count,
+            )
+        )
+    return targets
