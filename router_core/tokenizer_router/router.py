@@ -99,14 +99,7 @@ class TokenizerRouter:
             incarnation=next_incarnation(restored, time.time_ns()),
             restored=restored,
         )
-        if restored is not None:
-            logger.info(
-                "tokenizer router restored %s (op %s, %d drained) from %s",
-                "paused" if restored.paused else "not paused",
-                restored.op_id or "none",
-                len(restored.drained),
-                settings.state_file,
-            )
+        self._restored = restored
         self._loop = PollLoop()
         self._open: _OpenRouter | None = None
         self._appliers: Mapping[type[Any], Callable[[Any], None]] = {
@@ -145,6 +138,7 @@ class TokenizerRouter:
             self._watch(engine_events, core.engine_events)
             self._loop.watch(outputs_in, lambda: drain(outputs_in, self._on_output, core.counters))
             self._loop.watch(control_socket, control.handle_ready)
+            self._log_restored()
             self._persist(core.persist())  # this incarnation, before anything is sent
             logger.info(
                 "tokenizer router serving in pid %d, incarnation %d",
@@ -156,6 +150,17 @@ class TokenizerRouter:
             finally:
                 self._open = None
                 logger.info("tokenizer router stopped")
+
+    def _log_restored(self) -> None:
+        restored = self._restored
+        if restored is not None:
+            logger.info(
+                "tokenizer router restored %s (op %s, %d drained) from %s",
+                f"paused ({restored.mode})" if restored.paused else "not paused",
+                restored.op_id or "none",
+                len(restored.drained),
+                self.settings.state_file,
+            )
 
     def _watch(self, sock: zmq.Socket[bytes], table: InboundTable) -> None:
         def on_message(header: Header, frames: list[FrameLike]) -> None:

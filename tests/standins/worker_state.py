@@ -2,7 +2,10 @@
 
 :class:`StandInWorker` turns each inbound message into the messages to send back
 (acknowledgements, registrations, heartbeats) and counts what it saw, so the process
-around it (:mod:`tests.standins.worker`) is only sockets and timers.
+around it (:mod:`tests.standins.worker`) is only sockets and timers. Its pause state is
+the real worker's: a :class:`~router_core.worker_link.WorkerSession` applies every
+registration reply and broadcast (their ordering by router incarnation and sequence is
+what the barrier tests check), the stand-in only observes.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import msgspec
 from router_core.wire import BATCH_KINDS, Kind, WireError, decode_header, decode_payload
 from router_core.wire.codec import Frames, frame_message
 from router_core.wire.control import (
-    Acknowledgement,
     Deregistration,
     DrainCommand,
     Heartbeat,
@@ -27,8 +29,10 @@ from router_core.wire.control import (
     PauseContinueBroadcast,
     RegistrationReply,
     WorkerRegistration,
+    op_order,
 )
 from router_core.wire.requests import GenerateRequest, SamplingParams
+from router_core.worker_link import WorkerIdentity, WorkerSession
 
 __all__ = ["StandInWorker", "op_seq"]
 
@@ -61,9 +65,9 @@ COUNTERS = (
 
 
 def op_seq(op_id: str) -> int:
-    """The barrier sequence number in an op id (``nonce-seq``), or -1."""
-    _, _, tail = op_id.rpartition("-")
-    return int(tail) if tail.isdigit() else -1
+    """The barrier sequence number in an op id (``<incarnation>-<seq>``), or -1."""
+    order = op_order(op_id)
+    return -1 if order is None else order[1]
 
 
 class StandInWorker:
@@ -86,8 +90,17 @@ class StandInWorker:
         self.address = address
         self.registered = False
         self.registration_pending = False
-        self.paused = False
-        self.pause_mode: str | None = None
+        #: The real worker's pause logic; the stand-in reads its state from it.
+        self.session = WorkerSession(
+            WorkerIdentity(
+                worker_id,
+                address,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                version="standin",
+                started_ns=time.time_ns(),
+            )
+        )
         self.draining = False
         self.inflight: set[str] = set()
         self.requests_wanted = requests
@@ -114,6 +127,15 @@ class StandInWorker:
         self.text_by_rid: dict[str, str] = {}
 
     # ------------------------------------------------------------------ views
+
+    @property
+    def paused(self) -> bool:
+        """Paused, as the real session decided."""
+        return self.session.paused
+
+    @property
+    def pause_mode(self) -> str | None:
+        return self.session.pause_mode
 
     @property
     def state(self) -> str:
@@ -237,8 +259,7 @@ class StandInWorker:
         first = self.obs["reg_accepted"] == 1
         self.registered = True
         self.registration_pending = False
-        self.paused = reply.paused
-        self.pause_mode = reply.pause_mode
+        self.session.on_registration_reply(reply)
         if reply.op_id and op_seq(reply.op_id) >= self.obs["last_op_seq"]:
             self.obs["last_op_id"] = reply.op_id
             self.obs["last_op_seq"] = op_seq(reply.op_id)
@@ -255,16 +276,15 @@ class StandInWorker:
     def on_pause_broadcast(self, op: PauseContinueBroadcast) -> list[Frames]:
         self.obs["ops_received"] += 1
         seq = op_seq(op.op_id)
-        if seq < self.obs["last_op_seq"]:
+        before, order = self.session.last_op, op_order(op.op_id)
+        if before is not None and order is not None and order < before:
             self.obs["ops_out_of_order"] += 1
-        self.paused = op.is_pause
-        self.pause_mode = op.mode
+        replies = self.session.on_pause_broadcast(op)  # the real ordering decides
         self.obs["last_op_id"] = op.op_id
         self.obs["last_op_seq"] = max(seq, self.obs["last_op_seq"])
         self.obs["last_op_is_pause"] = op.is_pause
-        self.obs["acks_sent"] += 1
-        ack = Acknowledgement(op_id=op.op_id, participant=self.worker_id)
-        return [frame_message(Kind.ACK, ack)]
+        self.obs["acks_sent"] += len(replies)
+        return replies
 
     def on_drain(self, command: DrainCommand) -> list[Frames]:
         self.obs["drain_commands"] += 1
