@@ -18,16 +18,23 @@ choices themselves are pure: :func:`idle_names` and :func:`over_cap`.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Final
 
 import zmq
 
 from router_core.counters import Counters
 from router_core.transport import DEFAULT_BACKLOG, DEFAULT_HWM, FrameLike, connect, send_frames
 
-__all__ = ["Destination", "DestinationSet", "idle_names", "over_cap"]
+__all__ = ["MAX_LINGERING_ONCE", "Destination", "DestinationSet", "idle_names", "over_cap"]
+
+#: Sockets :meth:`DestinationSet.send_once` may have lingering at a time; beyond, the
+#: message is dropped (``dropped{once_limit}``), so a flood of messages from unknown peers
+#: cannot take every file descriptor.
+MAX_LINGERING_ONCE: Final = 256
 
 
 class Destination:
@@ -153,9 +160,12 @@ class DestinationSet:
         hwm: int = DEFAULT_HWM,
         backlog_limit: int = DEFAULT_BACKLOG,
         max_destinations: int | None = None,
+        max_lingering_once: int = MAX_LINGERING_ONCE,
     ) -> None:
         if max_destinations is not None and max_destinations <= 0:
             raise ValueError(f"max_destinations must be positive, not {max_destinations}")
+        if max_lingering_once <= 0:
+            raise ValueError(f"max_lingering_once must be positive, not {max_lingering_once}")
         self._context = context
         self._counters = counters
         self._hwm = hwm
@@ -163,6 +173,9 @@ class DestinationSet:
         #: At most this many destinations exist at once (None: no cap).
         self.max_destinations = max_destinations
         self._by_name: dict[str, Destination] = {}
+        self._max_lingering_once = max_lingering_once
+        #: When each socket send_once closed stops lingering at the latest (a heap).
+        self._lingering_until: list[float] = []
 
     def get(self, name: str, endpoint: str | None = None) -> Destination:
         """The destination called ``name``, created for ``endpoint`` (default: the name)."""
@@ -207,8 +220,17 @@ class DestinationSet:
         """Send one message to a peer we keep no socket for (e.g. "register again").
 
         The socket queues the message until the connection is up (no ZMQ_IMMEDIATE) and
-        is closed at once; ZeroMQ delivers within ``linger_s`` or drops it.
+        is closed at once; ZeroMQ delivers within ``linger_s`` or drops it. While
+        ``max_lingering_once`` such sockets may still linger, the message is dropped
+        instead (``dropped{once_limit}``).
         """
+        now = time.monotonic()
+        lingering = self._lingering_until
+        while lingering and lingering[0] <= now:
+            heapq.heappop(lingering)
+        if len(lingering) >= self._max_lingering_once:
+            self._counters.add("dropped", "once_limit")
+            return
         try:
             sock = connect(self._context, zmq.PUSH, endpoint, hwm=1, immediate=False)
         except zmq.ZMQError:
@@ -219,6 +241,7 @@ class DestinationSet:
                 self._counters.add("dropped", "backlog_full")
         finally:
             sock.close(linger=int(linger_s * 1000))
+            heapq.heappush(lingering, now + linger_s)
 
     def discard(self, name: str, drop_reason: str, *, linger_s: float = 0.0) -> None:
         """Close and forget ``name`` now, counting anything queued as ``drop_reason``.

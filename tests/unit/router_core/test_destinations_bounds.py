@@ -11,6 +11,8 @@ import zmq
 
 from router_core.counters import Counters
 from router_core.destinations import DestinationSet, idle_names, over_cap
+from tests.support.eventually import wait_until
+from tests.support.zmq_context import open_sockets
 
 
 def nobody(name: str) -> bool:
@@ -179,3 +181,33 @@ class TestCap:
         """A cap of 0 would close every destination it makes: refused."""
         with pytest.raises(ValueError, match="max_destinations"):
             DestinationSet(context, counters, max_destinations=0)
+
+
+class TestSendOnceLimit:
+    """send_once: at most max_lingering_once sockets linger at a time."""
+
+    def test_beyond_the_limit_messages_drop_until_a_linger_ends(
+        self, context: zmq.Context[zmq.Socket[bytes]], counters: Counters, run_dir: Path
+    ) -> None:
+        """Three lingering sockets allowed: the fourth and fifth messages to absent peers
+        are dropped as once_limit; once the lingers are over, one is sent again."""
+        destinations = DestinationSet(context, counters, max_lingering_once=3)
+        linger_s = 0.2
+        for index in range(5):
+            destinations.send_once(endpoint(run_dir, f"unknown-{index}"), [b"x"], linger_s)
+        assert counters.get("dropped", "once_limit") == 2
+        assert len(open_sockets(context)) == 0, "send_once keeps no socket of its own"
+
+        def sent_again() -> bool:
+            dropped = counters.get("dropped", "once_limit")
+            destinations.send_once(endpoint(run_dir, "later"), [b"x"], linger_s)
+            return counters.get("dropped", "once_limit") == dropped
+
+        wait_until(sent_again, 5.0, "a send_once accepted after the lingers ended")
+
+    def test_the_limit_must_be_positive(
+        self, context: zmq.Context[zmq.Socket[bytes]], counters: Counters
+    ) -> None:
+        """A limit of 0 would drop every message: refused."""
+        with pytest.raises(ValueError, match="max_lingering_once"):
+            DestinationSet(context, counters, max_lingering_once=0)
