@@ -22,21 +22,18 @@ lost to a fault (:func:`~router_core.wire.finish.lost_reason`, so workers answer
 a 503 naming the cause), and the request's state is forgotten:
 
 * no state and a row past token 0: the state was lost (this detokenizer restarted, the
-  request was moved here, or its state was evicted): cause ``detokenizer_state_lost``,
-  counted ``output_continuity{lost_state}``;
-* state, and the row starts later: rows were lost on the way here: cause ``rows_lost``,
-  counted ``{gap}``;
-* state, and the row starts earlier: rows came twice or out of order: cause
-  ``rows_lost`` too (the output path is broken either way), counted ``{overlap}``.
+  request moved here, or it was evicted): ``detokenizer_state_lost``, counted
+  ``output_continuity{lost_state}``;
+* state, and the row starts later: rows were lost on the way: ``rows_lost`` (``{gap}``);
+* state, and it starts earlier: rows came twice or out of order: ``rows_lost`` (``{overlap}``).
 
-An aborted request is remembered (bounded as the states are) so that its later rows are
-not answered with one abort each: :meth:`RowDetokenizer.text_row` drops them
-(``dropped{aborted_request}``), :meth:`RowDetokenizer.row` (for a caller that sends a
-row for every row) answers them with :data:`ALREADY_ABORTED`. A row at token 0 starts a
-new request under that key. A row that already finishes with an abort
-and does not follow keeps its own reason (the engine's words say more) and loses its
-text. An engine that sends no ``completion_tokens`` gets today's behaviour, counted once
-per request as ``output_continuity{unchecked}``.
+An aborted request is remembered (bounded as the states are), so its later rows are not
+answered with one abort each: :meth:`RowDetokenizer.text_row` drops them
+(``dropped{aborted_request}``), :meth:`RowDetokenizer.row` (for a caller that sends a row
+for every row) answers them with :data:`ALREADY_ABORTED`; a row at token 0 starts a new
+request under that key. A row that aborts already and does not follow keeps its reason
+(the engine's words say more) and loses its text. Rows without ``completion_tokens`` are
+decoded unchecked, counted once per request (``output_continuity{unchecked}``).
 """
 
 from __future__ import annotations
