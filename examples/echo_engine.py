@@ -116,7 +116,7 @@ class EchoEngine:
                 finished_reasons=reasons,
                 prompt_tokens=[len(row.prompt) for row in rows],
                 completion_tokens=[len(row.output_ids) for row in rows],
-                output_ids=[list(row.output_ids) for row in rows],
+                output_ids=[row.output_ids[-1:] for row in rows],  # this step's new id
                 decode_ids=[list(row.output_ids) for row in rows],
                 read_offsets=[max(0, len(row.output_ids) - 1) for row in rows],
             )

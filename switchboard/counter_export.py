@@ -1,4 +1,4 @@
-"""Drops and rejects counted inside a process, exported to Prometheus by delta.
+"""Drops, rejects and lost requests counted inside a process, exported to Prometheus by delta.
 
 The engine link, the worker link and the detokenizers count what they drop or refuse in
 a :class:`~router_core.counters.Counters` (``dropped`` and ``rejected``, by reason), as
@@ -11,6 +11,7 @@ by since the last call, so the per-message path stays a dictionary update.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from router_core.counters import Counters
@@ -24,6 +25,8 @@ __all__ = ["EXPORTED", "SYNC_INTERVAL_S", "CounterExport"]
 EXPORTED: Final = {
     "dropped": "switchboard_dropped_messages_total",
     "rejected": "switchboard_rejected_frames_total",
+    "lost_requests": "switchboard_lost_requests_total",
+    "resent_requests": "switchboard_resent_requests_total",
 }
 #: How often a process's loop should call :meth:`CounterExport.sync`.
 SYNC_INTERVAL_S: Final = 1.0
@@ -32,16 +35,23 @@ _MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class CounterExport:
-    """Exports one process's drops and rejects labelled ``process`` (its role); ``names``
-    picks which of the two (a worker exports only ``rejected``: the rows it drops belong
-    to requests whose client went away, which is no fault of the fabric).
+    """Exports one process's counts of :data:`EXPORTED` labelled ``process`` (its role);
+    ``names`` picks which (a worker exports no ``dropped``: the rows it drops belong to
+    requests whose client went away, which is no fault of the fabric); ``known`` names
+    reasons whose series exist at 0 from the start.
 
     Records nothing, and imports nothing, unless ``PROMETHEUS_MULTIPROC_DIR`` is set
     (``switchboard up`` sets it with metrics on).
     """
 
-    def __init__(self, process: str, names: tuple[str, ...] = tuple(EXPORTED)) -> None:
-        unknown = set(names) - set(EXPORTED)
+    def __init__(
+        self,
+        process: str,
+        names: tuple[str, ...] = tuple(EXPORTED),
+        *,
+        known: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        unknown = set(names) - set(EXPORTED) | set(known or {}) - set(names)
         if unknown:
             raise ValueError(f"cannot export {sorted(unknown)}; only {sorted(EXPORTED)}")
         self.process = process
@@ -49,6 +59,11 @@ class CounterExport:
         if os.environ.get(_MULTIPROC_ENV):
             every = _families()
             self._families = {name: every[name] for name in names}
+            # Known reasons exist from the start at 0, so a rate over them is defined
+            # before the first fault rather than appearing with it.
+            for name, reasons in (known or {}).items():
+                for reason in reasons:
+                    self._families[name].labels(process=process, reason=reason)
         #: What was exported so far, per (counter name, reason).
         self._exported: dict[tuple[str, str], int] = {}
 
@@ -83,6 +98,8 @@ def _families() -> dict[str, Counter]:
         help_texts = {
             "dropped": "messages dropped (dead or unknown peer, full backlog, ...), by reason",
             "rejected": "inbound messages refused as malformed or unexpected, by reason",
+            "lost_requests": "requests ended with an error because a fault lost them, by cause",
+            "resent_requests": "requests sent again because the router they went to restarted",
         }
         for name, metric in EXPORTED.items():
             # registry=None: the admin app reads the multiprocess directory, not this process.

@@ -47,7 +47,12 @@ from router_core.wire.control import (
 )
 from router_core.wire.finish import lost_reason
 from router_core.worker_link.session import WorkerSession
-from router_core.worker_link.streams import OutputRow, ResponseStream
+from router_core.worker_link.streams import (
+    ROWS_LOST_CAUSE,
+    OutputRow,
+    ResponseStream,
+    finish_reason_of,
+)
 
 if TYPE_CHECKING:
     from router_core.inbound import Handler
@@ -65,6 +70,15 @@ RECEIVE_SPAN: Final = "worker receive_outputs"
 
 #: How a stream lost to an engine restart ends (its abort row's message).
 ENGINE_RESTARTED: Final = "the engine restarted; the request was lost"
+
+
+def lost_cause(row: OutputRow) -> str | None:
+    """The cause of a row's lost abort (its ``err_type``), or None for any other row."""
+    reason = finish_reason_of(row)
+    if reason is None or reason.get("type") != "abort" or "status_code" not in reason:
+        return None
+    cause = reason.get("err_type")
+    return cause if isinstance(cause, str) else "lost"
 
 
 def worker_frame_count(header: Header) -> int:
@@ -168,7 +182,8 @@ class InboundDispatch:
                 self._session.rows_received += 1
                 if unanswered:
                     unanswered.pop(rid, None)
-                stream.put(row)
+                if stream.put(row) and stream.finished:
+                    self._count_finish(stream, row)
         if observe is not None:
             latency_s = max(0.0, (received_ns - header.sent_ns) / 1e9) if header.sent_ns else None
             try:
@@ -176,6 +191,14 @@ class InboundDispatch:
             except Exception:  # an observer's bug must not cost the rows that follow
                 logger.exception("worker link: the outputs observer failed")
                 counters.add("observer_errors", "on_outputs")
+
+    def _count_finish(self, stream: ResponseStream, row: OutputRow) -> None:
+        """Mark and count a request lost to a fault (``lost_requests`` by cause) as it
+        finishes: a gap this stream found, or a lost abort that came in a row."""
+        cause = ROWS_LOST_CAUSE if stream.output_gap is not None else lost_cause(row)
+        if cause is not None:
+            stream.lost_cause = cause
+            self._counters.add("lost_requests", cause)
 
     def lose_inflight(self, incarnation: int, message: str) -> int:
         """End with an abort every unfinished stream whose request went to the engine
@@ -185,6 +208,7 @@ class InboundDispatch:
         for stream in self._streams.values():
             if not stream.finished and stream.engine_incarnation in (0, incarnation):
                 stream.close(lost_reason("engine_restarted", message))
+                stream.lost_cause = "engine_restarted"
                 lost += 1
         if lost:
             logger.warning("worker link: %d requests in flight lost: %s", lost, message)

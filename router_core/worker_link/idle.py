@@ -42,5 +42,6 @@ def end_idle_streams(
                 "output path may have died; the request was ended"
             )
             stream.close(lost_reason(IDLE_CAUSE, message))
+            stream.lost_cause = IDLE_CAUSE
             ended.append(stream)
     return ended

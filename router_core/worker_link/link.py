@@ -237,7 +237,8 @@ class WorkerLink:
         """Count ``rid`` in flight and route its rows to the yielded stream.
 
         On exit the request leaves the in-flight set; if its stream has not finished (the
-        client went away, or an error), an ABORT is sent so the engine stops it. Raises
+        client went away, or an error) or ended as lost to a fault (the engine may still
+        be generating it), an ABORT is sent so the engine stops it. Raises
         ``ValueError`` if ``rid`` is already in flight here.
         """
         if rid in self._streams:
@@ -251,8 +252,8 @@ class WorkerLink:
             del self._streams[rid]
             self._unanswered.pop(rid, None)
             self.session.inflight.discard(rid)
-            if not stream.finished and self._sockets.is_open():
-                self.abort(rid)
+            if (not stream.finished or stream.lost_cause) and self._sockets.is_open():
+                self.abort(rid, reason=stream.lost_cause or "client")
             self._timer.state_may_have_changed()
 
     async def send_request(
@@ -339,9 +340,7 @@ class WorkerLink:
                 idle_timeout_s=idle_s,
                 paused=self.session.paused,
             )
-            for stream in ended:
-                self.abort(stream.rid, reason=IDLE_CAUSE)
-            if ended:
+            if ended:  # each is aborted in the engine as its handler leaves the stream
                 self.counters.add("lost_requests", IDLE_CAUSE, len(ended))
 
     # ------------------------------------------------------------------ wiring

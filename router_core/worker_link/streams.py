@@ -77,6 +77,7 @@ class ResponseStream:
         "_wakeup",
         "engine_incarnation",
         "finished",
+        "lost_cause",
         "output_gap",
         "rid",
         "updated_at",
@@ -92,6 +93,9 @@ class ResponseStream:
         #: ``(tokens received, the row's first token)`` when the stream ended because a
         #: row did not follow (rows lost or repeated on the way); None otherwise.
         self.output_gap: tuple[int, int] | None = None
+        #: Why the stream ended as lost to a fault (a lost abort's ``err_type``); None if
+        #: it did not. The engine may still be generating for it, so it is aborted there.
+        self.lost_cause: str | None = None
         #: Output tokens the text rows so far covered.
         self._tokens = 0
         self._rows: deque[OutputRow] = deque()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Final
 
 from router_core.counters import Counters
 from router_core.histogram import E2E_BUCKETS, HOP_BUCKETS, HTTP_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from router_core.wire.finish import LOST_CAUSES
 from switchboard.counter_export import CounterExport
 from switchboard.worker.metric_buffers import FLUSH_INTERVAL_S, CounterBuffer, HistogramBuffer
 
@@ -313,7 +314,9 @@ class PrometheusMetrics(Metrics):
             self.backward_hop.observe(latency_s)
 
     def export_counters(self, counters: Counters) -> None:
-        self._exports.append((CounterExport("worker", ("rejected",)), counters))
+        exported = ("rejected", "lost_requests", "resent_requests")
+        known = {"lost_requests": sorted(LOST_CAUSES), "resent_requests": ["router_restarted"]}
+        self._exports.append((CounterExport("worker", exported, known=known), counters))
 
     def flush(self) -> None:
         for buffer in self._buffers:

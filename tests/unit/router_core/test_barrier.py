@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from collections import Counter
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (

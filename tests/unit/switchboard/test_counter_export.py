@@ -65,4 +65,14 @@ class TestCounterExport:
         assert exported("rejected", "test-names") == {"bad_payload": 1.0}
         with pytest.raises(ValueError, match="cannot export"):
             CounterExport("test-names", ("sent",))
-        assert set(EXPORTED) == {"dropped", "rejected"}
+        assert set(EXPORTED) == {"dropped", "rejected", "lost_requests", "resent_requests"}
+
+    def test_lost_requests_are_exported_by_cause(self, multiproc_env: Path) -> None:
+        """A worker's lost requests reach their family with the cause as the reason."""
+        export = CounterExport("test-lost", ("lost_requests", "resent_requests"))
+        counters = Counters()
+        counters.add("lost_requests", "idle_timeout", 2)
+        counters.add("resent_requests", "router_restarted")
+        export.sync(counters)
+        assert exported("lost_requests", "test-lost") == {"idle_timeout": 2.0}
+        assert exported("resent_requests", "test-lost") == {"router_restarted": 1.0}

@@ -40,7 +40,9 @@ class TestDrain:
         assert payload_of(send, DrainCommand) == DrainCommand("w1", drain=True)
         undrained = shell.command("undrain", worker_id="w1")
         assert undrained.reply.state == "serving"
-        assert isinstance(undrained.effects[0], Persist) and undrained.effects[0].state.drained == []
+        assert (
+            isinstance(undrained.effects[0], Persist) and undrained.effects[0].state.drained == []
+        )
 
     def test_draining_twice_and_unknown_workers_are_refused(self) -> None:
         """Undrain of a serving worker is CONFLICT; an unknown id is NOT_FOUND."""

@@ -1,0 +1,48 @@
+"""The idle bound: a stream with no output for too long while not paused ends with a
+lost abort (cause idle_timeout); a pause stops the clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from router_core.worker_link.errors import RequestLost
+from router_core.worker_link.idle import IDLE_CAUSE, end_idle_streams
+from router_core.worker_link.streams import ResponseStream
+
+
+def stream_at(rid: str, updated_at: float) -> ResponseStream:
+    stream = ResponseStream(rid)
+    stream.updated_at = updated_at
+    return stream
+
+
+class TestIdleBound:
+    def test_only_streams_idle_past_the_bound_end(self) -> None:
+        old, fresh = stream_at("old", 0.0), stream_at("fresh", 95.0)
+        ended = end_idle_streams([old, fresh], now=100.0, idle_timeout_s=60.0, paused=False)
+        assert ended == [old]
+        assert old.finished and not fresh.finished
+        (row,) = old.take_ready()
+        lost = RequestLost.from_reason(row.finished_reasons[0])  # type: ignore[index]
+        assert lost is not None and lost.cause == IDLE_CAUSE and lost.status == 503
+        assert "60 s" in str(lost)
+
+    def test_a_pause_restarts_every_clock(self) -> None:
+        """Paused for longer than the bound: nothing ends, and the clocks start again."""
+        stream = stream_at("held", 0.0)
+        assert end_idle_streams([stream], now=500.0, idle_timeout_s=60.0, paused=True) == []
+        assert stream.updated_at == 500.0
+        assert end_idle_streams([stream], now=520.0, idle_timeout_s=60.0, paused=False) == []
+
+    def test_finished_streams_are_left_alone(self) -> None:
+        stream = stream_at("done", 0.0)
+        stream.close({"type": "length", "length": 1})
+        assert end_idle_streams([stream], now=999.0, idle_timeout_s=1.0, paused=False) == []
+
+
+class TestRequestLost:
+    @pytest.mark.parametrize(
+        "reason", [None, {"type": "abort", "message": "pause"}, {"type": "length", "length": 3}]
+    )
+    def test_other_finishes_are_not_lost(self, reason: dict[str, object] | None) -> None:
+        assert reason is None or RequestLost.from_reason(reason) is None
