@@ -47,6 +47,8 @@ class RequestRecord:
     spec: RequestSpec
     started: float
     seen: Observed = field(default_factory=Observed)
+    #: When the response's status line arrived (a worker had taken the request).
+    responded: float | None = None
     ended: float | None = None
     #: The worker role (``worker-w0``) that accepted the connection, if known.
     worker: str | None = None
@@ -237,6 +239,7 @@ class Load:
         body = spec.body(record.rid, self.model)
         async with self._client.stream("POST", _PATHS[spec.endpoint], json=body) as response:
             seen.status = response.status_code
+            record.responded = time.monotonic()
             self._attribute(record, response)
             if response.status_code != 200:
                 seen.error = _error_message(await response.aread())
