@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOP_BOUNDS_NS",
+    "MAX_TRAFFIC_ROWS",
+    "OTHER_PEER",
     "Route",
     "TrafficStats",
     "fabric_metrics",
@@ -33,6 +35,11 @@ __all__ = [
 
 #: Route labels (``docs/metrics.md``).
 Route = str
+#: ``(route, peer)`` rows kept at most: peers come from the wire (worker ids, return
+#: addresses), so beyond this many a new peer is counted under :data:`OTHER_PEER`.
+MAX_TRAFFIC_ROWS: Final = 4096
+OTHER_PEER: Final = "other"
+
 FORWARD: Final = "forward"
 BACKWARD: Final = "backward"
 BROADCAST: Final = "broadcast"
@@ -57,8 +64,12 @@ class TrafficStats:
         self.split_rows = HistogramSet(SPLIT_ROW_BUCKETS)
 
     def add(self, route: Route, peer: str, messages: int, nbytes: int) -> None:
-        """Count ``messages`` of ``nbytes`` in all on ``route`` to or from ``peer``."""
+        """Count ``messages`` of ``nbytes`` in all on ``route`` to or from ``peer`` (under
+        ``other`` once :data:`MAX_TRAFFIC_ROWS` rows exist)."""
         entry = self._traffic.get((route, peer))
+        if entry is None and len(self._traffic) >= MAX_TRAFFIC_ROWS:
+            peer = OTHER_PEER
+            entry = self._traffic.get((route, peer))
         if entry is None:
             self._traffic[(route, peer)] = [messages, nbytes]
         else:

@@ -11,8 +11,12 @@ one source).
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import struct
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -60,15 +64,30 @@ def multiprocess_families(path: Path) -> list[Metric]:
     """The aggregate of the multiprocess directory ``path``; none if it cannot be read.
 
     A file can be cut short by a process killed while it grew one: that scrape then
-    lacks the directory's families (logged) rather than failing.
+    lacks the directory's families (logged) rather than failing. The read holds off the
+    supervisor's folding of a dead child's files into the archives (a shared lock on the
+    directory), so no scrape counts a file twice or misses it.
     """
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(path))  # type: ignore[no-untyped-call]  # 0.26
     try:
-        return list(registry.collect())
-    except (OSError, ValueError, KeyError) as exc:
+        with _folds_held_off(path):
+            return list(registry.collect())
+    except (OSError, ValueError, KeyError, RuntimeError, struct.error) as exc:
         log.warning("cannot read the metrics directory %s: %s", path, exc)
         return []
+
+
+@contextmanager
+def _folds_held_off(path: Path) -> Iterator[None]:
+    """A shared ``flock`` on the directory while it is read; the supervisor folds under
+    the exclusive one (:mod:`switchboard.supervisor.metrics_dir`)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 class _Families(Collector):

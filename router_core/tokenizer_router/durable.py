@@ -107,7 +107,10 @@ class StateFile:
 
         A file that does not decode is logged (naming the file and the error) and moved
         aside to ``<name>.unreadable`` for inspection; the router then starts afresh.
+        Temporary files a router killed mid-save left behind are removed.
         """
+        for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+            stale.unlink(missing_ok=True)
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -45,6 +45,13 @@ if TYPE_CHECKING:
 __all__ = ["RegistrationHandler"]
 
 logger = logging.getLogger(__name__)
+
+#: Deregistration reasons that label ``deregistrations`` as they are; any other counts as
+#: ``other``: the reason is worker input, and a label must come from a closed set.
+DEREGISTRATION_LABELS: Final = frozenset({"shutdown", "unspecified"})
+
+#: Workers registered at once, at most; a registration beyond is refused (registry_full).
+MAX_WORKERS: Final = 4096
 
 
 class RegistrationHandler:
@@ -85,6 +92,10 @@ class RegistrationHandler:
             self._counters.add("rejected", "bad_worker_id")
             return []
         if not self._usable_address(registration.address):
+            return []
+        known = self._registry.get(registration.worker_id) is not None
+        if not known and len(self._registry) >= MAX_WORKERS:
+            self._counters.add("rejected", "registry_full")
             return []
         if not self._connect(registration.address):
             self._counters.add("rejected", "bad_address")
@@ -148,7 +159,10 @@ class RegistrationHandler:
         if record is None:
             self._counters.add("rejected", "unknown_worker")
             return []
-        self._counters.add("deregistrations", leaving.reason[:32] or "unspecified")
+        reason = leaving.reason or "unspecified"
+        self._counters.add(
+            "deregistrations", reason if reason in DEREGISTRATION_LABELS else "other"
+        )
         effects = self.depart(record, "deregistered", at)
         if leaving.worker_id in self._drain_marks:  # it left: its drain is done
             self._drain_marks.unmark(leaving.worker_id)

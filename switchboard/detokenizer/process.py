@@ -210,12 +210,13 @@ class Detokenizer:
         for index, (rid, owner) in enumerate(zip(header.rids, header.reply_to, strict=True)):
             row = self._decode_row(rid, frames[index + 1])
             if row is not None:
-                text = states.row(row, owner, now)
+                text = states.text_row(row, owner, now)
                 if (owner, rid) in states:
                     open_rids.setdefault(owner, set()).add(rid)
                 elif owner in open_rids:
                     open_rids[owner].discard(rid)
-                by_owner.setdefault(owner, []).append((text, traces[index]))
+                if text is not None:  # None: a later row of a request aborted here
+                    by_owner.setdefault(owner, []).append((text, traces[index]))
         if self.settings.outputs_to == "router":
             assert self.settings.router_outputs is not None
             rows = [row for group in by_owner.values() for row in group]

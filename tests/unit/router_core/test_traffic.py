@@ -36,3 +36,18 @@ class TestTrafficStats:
     def test_nanosecond_bounds_match_the_seconds_bounds(self) -> None:
         """The C loop's integer bounds are the shared hop buckets, in nanoseconds."""
         assert [ns / 1e9 for ns in HOP_BOUNDS_NS] == pytest.approx(list(HOP_BUCKETS))
+
+
+class TestTrafficBound:
+    def test_rows_are_bounded_and_the_rest_counted_as_other(self) -> None:
+        """Peers come from the wire: past the bound they share one ``other`` row, and no
+        message goes uncounted."""
+        from router_core.traffic import MAX_TRAFFIC_ROWS, OTHER_PEER, TrafficStats
+
+        stats = TrafficStats()
+        for index in range(MAX_TRAFFIC_ROWS + 50):
+            stats.add("forward", f"w{index}", 1, 10)
+        totals = stats.totals()
+        assert len(totals) == MAX_TRAFFIC_ROWS + 1
+        assert totals[("forward", OTHER_PEER)] == (50, 500)
+        assert sum(messages for messages, _ in totals.values()) == MAX_TRAFFIC_ROWS + 50

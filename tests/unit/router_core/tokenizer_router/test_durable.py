@@ -83,3 +83,14 @@ class TestDrainMarks:
         for index in range(10):
             marks.mark(f"w{index}")
         assert marks.ids() == ["w7", "w8", "w9"] and len(marks) == 3
+
+
+class TestLeftovers:
+    def test_a_temporary_of_a_killed_save_is_removed_at_load(self, tmp_path: Path) -> None:
+        """A router SIGKILLed mid-save leaves ``.router-state.json.<pid>.tmp``; the next
+        start removes it, so restarts leave nothing behind."""
+        file = StateFile(tmp_path / "router-state.json")
+        file.save(STATE)
+        (tmp_path / ".router-state.json.4242.tmp").write_bytes(b"{half")
+        assert file.load() == STATE
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["router-state.json"]

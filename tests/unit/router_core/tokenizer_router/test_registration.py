@@ -3,6 +3,8 @@ departures and expiry, with no sockets."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from router_core.tokenizer_router.effects import Forget, Send
@@ -125,3 +127,28 @@ class TestHeartbeats:
             shell.deliver(shell.core.worker_messages, Kind.DEREGISTER, Deregistration("w1")) == []
         )
         assert shell.core.counters.get("rejected", "unknown_worker") == 1
+
+
+class TestRegistryBounds:
+    def test_registrations_beyond_the_cap_are_refused(self, monkeypatch: Any) -> None:
+        """A full registry refuses a new worker (counted), but still refreshes known ones."""
+        from router_core.tokenizer_router import registration
+
+        monkeypatch.setattr(registration, "MAX_WORKERS", 2)
+        shell = CoreShell()
+        assert sends(shell.register("w1")) and sends(shell.register("w2"))
+        assert sends(shell.register("w3")) == []
+        assert shell.core.counters.snapshot()["rejected"]["registry_full"] == 1
+        assert sends(shell.register("w1"))  # a known worker registers again
+
+    def test_deregistration_reasons_are_a_closed_set_of_labels(self) -> None:
+        """A worker's free-text reason never becomes a label of its own."""
+        from router_core.wire.control import Deregistration
+
+        shell = CoreShell()
+        for worker_id, reason in (("w1", "shutdown"), ("w2", "x" * 30), ("w3", "")):
+            shell.register(worker_id)
+            leave = Deregistration(worker_id, reason)
+            shell.deliver(shell.core.worker_messages, Kind.DEREGISTER, leave)
+        labels = shell.core.counters.snapshot()["deregistrations"]
+        assert labels == {"shutdown": 1, "other": 1, "unspecified": 1}
