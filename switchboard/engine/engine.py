@@ -4,10 +4,12 @@
 until the next step is due (or for the load interval when idle or paused), applies each
 input, runs a step when due and sends it as one ``BatchTokenIDOutput`` (and one
 ``BatchEmbeddingOutput`` for the embeddings answered in it), one row per request.
-Aborts and abort-mode pauses are sent at once. Pause and continue are applied, then
-acknowledged; freeze-GC freezes this process's collector and is forwarded. Load is
-published at start and every ``load_interval_s``. :meth:`BuiltinEngine.request_stop`
-(signal-safe) ends :meth:`BuiltinEngine.run`, which closes the link.
+Aborts, abort-mode pauses and the abort rows of requests refused because the waiting
+queue is full (counted in ``link.counters`` as ``rejected`` ``queue_full``) are sent at
+once. Pause and continue are applied, then acknowledged; freeze-GC freezes this
+process's collector and is forwarded. Load is published at start and every
+``load_interval_s``. :meth:`BuiltinEngine.request_stop` (signal-safe) ends
+:meth:`BuiltinEngine.run`, which closes the link.
 
 Tracing: :meth:`BuiltinEngine.run` sets it up (``switchboard-engine``) and shuts it down
 on the way out; the spans themselves (``engine request``, ``engine emit_batch``) come
@@ -175,10 +177,10 @@ class BuiltinEngine:
         """Apply one request or command; send what it finishes at once."""
         match item:
             case Request(payload=GenerateRequest() as generate):
-                self.scheduler.admit(_sequence(item, generate))
+                self._admit(_sequence(item, generate))
             case Request(payload=EmbeddingRequest() as embed):
-                sequence = Sequence(item.rid, item.reply_to, list(embed.input_ids), embedding=True)
-                self.scheduler.admit(sequence)
+                prompt = list(embed.input_ids)
+                self._admit(Sequence(item.rid, item.reply_to, prompt, embedding=True))
             case Request(payload=AbortRequest() as abort):
                 if abort.abort_all:
                     self.send(self.scheduler.abort_all(item.reply_to, abort.reason))
@@ -195,6 +197,12 @@ class BuiltinEngine:
             case Command(payload=FreezeGC() as freeze):
                 gc.freeze()
                 self.link.forward_freeze_gc(freeze)
+
+    def _admit(self, sequence: Sequence) -> None:
+        refused = self.scheduler.admit(sequence)
+        if refused.rows:  # only a full queue answers at admission
+            self.link.counters.add("rejected", "queue_full")
+            self.send(refused)
 
     def send(self, result: StepResult) -> None:
         """Send a step's rows: generations as one token batch, embeddings as one batch."""

@@ -11,6 +11,10 @@ newly admitted ones included, then gets one new token by the token rule of
 :mod:`switchboard.engine.tokens`; an embedding request is answered in the step that
 admits it and leaves the batch.
 
+A request admitted while ``max_waiting_requests`` wait finishes at once with an abort
+row (:data:`QUEUE_FULL`), counted in ``queue_full``; a retract may put the running batch
+back on a full queue, so at most ``max_waiting_requests + max_running_requests`` wait.
+
 A request finishes (finish reasons in SGLang's shape) with, checked in this order:
 ``{"type": "length", "length": max_new_tokens}`` once it has that many tokens;
 ``{"type": "stop", "matched": token_id}`` when the new token is one of its
@@ -33,7 +37,7 @@ n``; :meth:`Scheduler.next_step_at` says when the next step is due.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +46,23 @@ from router_core.wire.control import LoadSnapshot, PauseMode
 from router_core.wire.finish import abort_reason, length_reason, stop_reason
 from switchboard.engine.tokens import embedding_for, generated_token
 
-__all__ = ["FinishReason", "Scheduler", "SchedulerConfig", "Sequence", "StepResult", "StepRow"]
+__all__ = [
+    "QUEUE_FULL",
+    "FinishReason",
+    "Scheduler",
+    "SchedulerConfig",
+    "Sequence",
+    "StepResult",
+    "StepRow",
+    "WaitingQueue",
+]
 
 #: A finish reason as it travels (:mod:`router_core.wire.finish` writes its shapes).
 FinishReason = dict[str, Any]
 #: Decoded tail tokens checked for stop strings, beyond the longest stop string's length.
 STOP_TAIL_SLACK = 4
+#: The abort message of a request refused because ``limit`` requests already wait.
+QUEUE_FULL = "the engine's waiting queue is full ({limit} waiting); retry later"
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,11 @@ class SchedulerConfig:
     # Flagged fields are ``switchboard engine`` flags (router_core.settings_fields), and
     # ``switchboard up`` takes its defaults for them from here.
     max_running_requests: int = flagged(256, help="running requests at most", bound="positive")
+    max_waiting_requests: int = flagged(
+        65_536,
+        help="requests waiting to run at most; beyond, a request is aborted at once",
+        bound="positive",
+    )
     max_tokens_per_step: int = flagged(
         8192,
         help="a step's token budget: one per running request plus each admitted prompt",
@@ -79,8 +99,11 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         if not self.token_pool:
             raise ValueError("token_pool must not be empty")
-        if self.max_running_requests <= 0 or self.max_tokens_per_step <= 0:
-            raise ValueError("max_running_requests and max_tokens_per_step must be > 0")
+        limits = (self.max_running_requests, self.max_waiting_requests, self.max_tokens_per_step)
+        if min(limits) <= 0:
+            raise ValueError(
+                "max_running_requests, max_waiting_requests and max_tokens_per_step must be > 0"
+            )
         if self.step_time_s < 0 or self.per_token_cost_s < 0:
             raise ValueError("step_time_s and per_token_cost_s must be >= 0")
 
@@ -138,6 +161,49 @@ class StepResult:
         return self.prefill_tokens + self.decode_tokens
 
 
+class WaitingQueue:
+    """The FIFO of requests waiting to run, with the set of their keys kept in step, so
+    that whether a request waits is one set lookup (``key in queue``), not a scan."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Sequence] = deque()
+        self._keys: set[tuple[str, str]] = set()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def __iter__(self) -> Iterator[Sequence]:
+        return iter(self._queue)
+
+    def __getitem__(self, index: int) -> Sequence:
+        return self._queue[index]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys  # an (owner, rid)
+
+    def append(self, sequence: Sequence) -> None:
+        self._queue.append(sequence)
+        self._keys.add(sequence.key)
+
+    def popleft(self) -> Sequence:
+        sequence = self._queue.popleft()
+        self._keys.discard(sequence.key)
+        return sequence
+
+    def push_front(self, sequences: list[Sequence]) -> None:
+        """Put ``sequences``, in their order, ahead of every waiting request."""
+        self._queue.extendleft(reversed(sequences))
+        self._keys.update(sequence.key for sequence in sequences)
+
+    def remove_where(self, chosen: Callable[[Sequence], bool]) -> list[Sequence]:
+        """Remove the requests ``chosen`` picks, keeping the others' order; the removed."""
+        removed = [sequence for sequence in self._queue if chosen(sequence)]
+        if removed:
+            self._queue = deque(sequence for sequence in self._queue if not chosen(sequence))
+            self._keys.difference_update(sequence.key for sequence in removed)
+        return removed
+
+
 class Scheduler:
     """Waiting queue, running batch and pause state of the simulated engine."""
 
@@ -147,24 +213,32 @@ class Scheduler:
         """``decode`` turns output ids into text for stop strings; without it they are ignored."""
         self.config = config
         self.decode = decode
-        self.waiting: deque[Sequence] = deque()
+        self.waiting = WaitingQueue()
         self.running: dict[tuple[str, str], Sequence] = {}
         self.paused: PauseMode | None = None
         self.steps = 0
         self.last_step_tokens = 0
         self.duplicates = 0
+        #: Requests refused (finished with an abort row) because the queue was full.
+        self.queue_full = 0
         self._next_step_at = 0.0
 
     def __contains__(self, key: tuple[str, str]) -> bool:
-        return key in self.running or any(seq.key == key for seq in self.waiting)
+        return key in self.running or key in self.waiting
 
-    def admit(self, sequence: Sequence) -> bool:
-        """Queue ``sequence``; False (and counted) if its (owner, rid) is already in flight."""
+    def admit(self, sequence: Sequence) -> StepResult:
+        """Queue ``sequence``; what to send now: nothing when queued, nothing (counted in
+        ``duplicates``) if its (owner, rid) is already in flight, its abort row (counted
+        in ``queue_full``) when ``max_waiting_requests`` already wait."""
         if sequence.key in self:
             self.duplicates += 1
-            return False
+            return StepResult()
+        limit = self.config.max_waiting_requests
+        if len(self.waiting) >= limit:
+            self.queue_full += 1
+            return StepResult([StepRow(sequence, [], abort_reason(QUEUE_FULL.format(limit=limit)))])
         self.waiting.append(sequence)
-        return True
+        return StepResult()
 
     def abort(self, owner: str, rid: str, message: str = "client") -> StepResult:
         """Finish request ``rid`` of ``owner`` with an abort row (none if it is unknown)."""
@@ -176,10 +250,9 @@ class Scheduler:
 
     def _abort_where(self, chosen: Callable[[Sequence], bool], message: str) -> StepResult:
         doomed = [seq for seq in self.running.values() if chosen(seq)]
-        doomed += [seq for seq in self.waiting if chosen(seq)]
         for seq in doomed:
-            self.running.pop(seq.key, None)
-        self.waiting = deque(seq for seq in self.waiting if not chosen(seq))
+            del self.running[seq.key]
+        doomed += self.waiting.remove_where(chosen)
         reason = abort_reason(message)
         return StepResult([StepRow(seq, [], dict(reason)) for seq in doomed])
 
@@ -193,7 +266,7 @@ class Scheduler:
             for seq in retracted:
                 seq.retractions += 1
             self.running.clear()
-            self.waiting.extendleft(reversed(retracted))
+            self.waiting.push_front(retracted)
         return StepResult()
 
     def resume(self) -> None:

@@ -112,10 +112,78 @@ class TestContinuousBatching:
         assert scheduler.next_step_at() == pytest.approx(200.0 + 0.01 + 0.001)
 
     def test_duplicate_request_is_refused(self) -> None:
-        """A second request with an in-flight (owner, rid) is refused and counted."""
+        """A second request with an in-flight (owner, rid) is refused without a row and
+        counted; the same rid of another owner is another request."""
         scheduler = make()
-        assert scheduler.admit(seq("a")) and not scheduler.admit(seq("a"))
-        assert scheduler.admit(seq("a", owner="w1")) and scheduler.duplicates == 1
+        assert scheduler.admit(seq("a")).rows == [] and scheduler.admit(seq("a")).rows == []
+        assert scheduler.admit(seq("a", owner="w1")).rows == [] and scheduler.duplicates == 1
+        assert [(s.owner, s.rid) for s in scheduler.waiting] == [("w0", "a"), ("w1", "a")]
+
+
+class TestWaitingBound:
+    """At most max_waiting_requests wait; what waits is found by key, not by a scan."""
+
+    def test_config_bound_is_positive(self) -> None:
+        """max_waiting_requests defaults to 65 536 and must be > 0."""
+        assert SchedulerConfig(token_pool=POOL).max_waiting_requests == 65_536
+        with pytest.raises(ValueError, match="max_waiting_requests"):
+            SchedulerConfig(token_pool=POOL, max_waiting_requests=0)
+
+    def test_full_queue_aborts_the_new_request_at_once(self) -> None:
+        """Beyond the bound a request gets one abort row saying the queue is full, is
+        counted, and is not kept; once the queue shrinks, requests are queued again."""
+        scheduler = make(max_waiting_requests=2, max_running_requests=1)
+        assert scheduler.admit(seq("a")).rows == [] and scheduler.admit(seq("b")).rows == []
+        refused = scheduler.admit(seq("c"))
+        message = "the engine's waiting queue is full (2 waiting); retry later"
+        assert finishes(refused) == {"c": {"type": "abort", "message": message}}
+        assert refused.rows[0].new_ids == [] and refused.rows[0].sequence.rid == "c"
+        assert scheduler.queue_full == 1 and ("w0", "c") not in scheduler
+        assert [s.rid for s in scheduler.waiting] == ["a", "b"]
+        assert scheduler.load().waiting == 2
+        scheduler.step(0.0)  # a runs: one place frees
+        assert scheduler.admit(seq("c")).rows == [] and scheduler.queue_full == 1
+        assert [s.rid for s in scheduler.waiting] == ["b", "c"]
+
+    def test_duplicate_of_a_full_queue_is_not_aborted(self) -> None:
+        """A duplicate is refused without a row even when the queue is full: an abort row
+        would end the stream of the request already in flight."""
+        scheduler = make(max_waiting_requests=1)
+        scheduler.admit(seq("a"))
+        assert scheduler.admit(seq("a")).rows == []
+        assert (scheduler.duplicates, scheduler.queue_full) == (1, 0)
+
+    def test_keys_follow_the_queue(self) -> None:
+        """Whether a request is in flight stays right through each way it moves: admitted,
+        run, retracted, aborted while waiting, finished."""
+        scheduler = make(max_running_requests=1)
+        for rid in ("a", "b", "c"):
+            scheduler.admit(seq(rid, max_new_tokens=2))
+        assert all(("w0", rid) in scheduler.waiting for rid in "abc")
+        scheduler.step(0.0)
+        assert ("w0", "a") not in scheduler.waiting and ("w0", "a") in scheduler
+        scheduler.pause("retract")
+        assert ("w0", "a") in scheduler.waiting
+        assert set(finishes(scheduler.abort("w0", "b"))) == {"b"}
+        assert ("w0", "b") not in scheduler and scheduler.admit(seq("b")).rows == []
+        scheduler.resume()
+        run_to_end(scheduler)
+        assert not any(("w0", rid) in scheduler for rid in "abc")
+        assert len(scheduler.waiting) == 0 and scheduler.duplicates == 0
+
+    def test_outputs_within_the_bound_are_unchanged(self) -> None:
+        """A queue exactly as long as the bound runs to the same tokens as the default."""
+        prompts = {f"r{i}": [i, 2 * i + 1] for i in range(40)}
+
+        def outputs(**limits: object) -> tuple[dict[str, list[int]], int]:
+            scheduler = make(max_running_requests=4, **limits)
+            for rid, prompt in prompts.items():
+                assert scheduler.admit(seq(rid, prompt, max_new_tokens=3)).rows == []
+            return run_to_end(scheduler), scheduler.queue_full
+
+        bounded, refused = outputs(max_waiting_requests=len(prompts))
+        assert refused == 0 and bounded == outputs()[0]
+        assert bounded == {rid: predicted(prompt, 3) for rid, prompt in prompts.items()}
 
 
 class TestFinishing:
