@@ -15,6 +15,7 @@ from typing import Final, Literal
 import msgspec
 
 __all__ = [
+    "DETOK_ROUTER_STATE_FILE",
     "OUTPUTS_VIA_ALIASES",
     "OUTPUTS_VIA_CHOICES",
     "ROUTER_STATE_FILE",
@@ -107,6 +108,10 @@ class RouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):
 #: The tokenizer router's state file in the run directory (pause state, drain marks and
 #: operation counter across its restarts).
 ROUTER_STATE_FILE = "router-state.json"
+
+#: The detokenizer router's state file in the run directory (which worker goes to which
+#: detokenizer, across its restarts).
+DETOK_ROUTER_STATE_FILE = "detok-router-state.json"
 
 
 class DetokenizerRouterEndpoints(msgspec.Struct, frozen=True, kw_only=True):

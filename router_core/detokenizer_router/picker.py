@@ -5,8 +5,10 @@ the same detokenizer. Three ways to choose, by ``StickyKey``:
 
 * ``worker`` (the default): each worker, the first time one of its rows is seen, goes to
   the detokenizer with the fewest workers so far (ties: the lowest index) and stays
-  there. Balanced whatever the worker addresses look like; the assignment lives as long
-  as the detokenizer router (a restarted one assigns afresh).
+  there. Balanced whatever the worker addresses look like. The assignment outlives the
+  detokenizer router when it keeps a state file: a restarted one is given the old
+  assignment (``assigned``), so its workers' requests stay with the detokenizers that
+  hold their state; :attr:`DetokenizerPicker.changed` says when there is a new one to save.
 * ``worker-crc32``: the seed's ``crc32(worker address) % M``. Stable across restarts, but
   crc32 is linear, so addresses that differ in a few low bits (``worker-w0``,
   ``worker-w1``, ...) can all land on one detokenizer.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 __all__ = ["MAX_ASSIGNED_WORKERS", "DetokenizerPicker", "StickyKey"]
@@ -32,7 +34,9 @@ MAX_ASSIGNED_WORKERS: Final = 65_536
 class DetokenizerPicker:
     """Maps rows to detokenizer indices; a key keeps its index once it has one."""
 
-    def __init__(self, count: int, key: StickyKey = "worker") -> None:
+    def __init__(
+        self, count: int, key: StickyKey = "worker", assigned: Mapping[str, int] | None = None
+    ) -> None:
         if count <= 0:
             raise ValueError("need at least one detokenizer")
         if key not in ("worker", "worker-crc32", "request"):
@@ -41,6 +45,17 @@ class DetokenizerPicker:
         self.key = key
         self._assigned: OrderedDict[str, int] = OrderedDict()
         self._workers_per_index = [0] * count
+        #: Whether an assignment was made (or forgotten) since :meth:`take_changed`.
+        self.changed = False
+        for owner, index in (assigned or {}).items():
+            if 0 <= index < count and len(self._assigned) < MAX_ASSIGNED_WORKERS:
+                self._assigned[owner] = index
+                self._workers_per_index[index] += 1
+
+    def take_changed(self) -> bool:
+        """Whether the assignment changed since the last call (then saved by the caller)."""
+        changed, self.changed = self.changed, False
+        return changed
 
     def pick(self, rid: str, reply_to: str) -> int:
         """The detokenizer for one request."""
@@ -74,6 +89,7 @@ class DetokenizerPicker:
         index = loads.index(min(loads))
         loads[index] += 1
         self._assigned[owner] = index
+        self.changed = True
         if len(self._assigned) > MAX_ASSIGNED_WORKERS:
             _, forgotten = self._assigned.popitem(last=False)
             loads[forgotten] -= 1

@@ -1,7 +1,9 @@
 """The detokenizer router: engine outputs -> N detokenizers, sticky per worker.
 
 Batches are split per destination detokenizer, one message each (rows grouped, never
-decoded); freeze-GC and idle batches go to every detokenizer.
+decoded); freeze-GC and idle batches go to every detokenizer. With a state file, the
+worker assignment is saved as it grows and restored by a restart
+(:mod:`~router_core.detokenizer_router.assignment_file`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any, Final
 
 import zmq
@@ -19,6 +22,7 @@ from router_core.control.replies import DetokenizerRouterStatus, RouterMetrics
 from router_core.control.server import ControlServer
 from router_core.counters import Counters
 from router_core.destinations import Destination
+from router_core.detokenizer_router.assignment_file import AssignmentFile
 from router_core.detokenizer_router.picker import DetokenizerPicker
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.inbound import drain
@@ -52,7 +56,14 @@ class DetokenizerRouter:
         #: Traffic on route ``detokenize`` is keyed by the rows' owner *address*: this
         #: router has no registry; the admin app maps addresses to worker ids.
         self.traffic = TrafficStats()
-        self.picker = DetokenizerPicker(len(settings.endpoints.detokenizers), settings.sticky_key)
+        count = len(settings.endpoints.detokenizers)
+        self._state_file = (
+            None
+            if settings.state_file is None
+            else AssignmentFile(Path(settings.state_file), count)
+        )
+        restored = {} if self._state_file is None else self._state_file.load()
+        self.picker = DetokenizerPicker(count, settings.sticky_key, restored)
         self.started_at = time.monotonic()
         self._loop = PollLoop()
         self._targets: list[Destination] = []
@@ -72,7 +83,11 @@ class DetokenizerRouter:
             control = ControlServer(control_sock, self, COMMANDS, self.counters)
             self._loop.watch(inbound, lambda: drain(inbound, self._route, self.counters))
             self._loop.watch(control_sock, control.handle_ready)
-            logger.info("detokenizer router serving in pid %d", os.getpid())
+            logger.info(
+                "detokenizer router serving in pid %d (%d worker assignments restored)",
+                os.getpid(),
+                len(self.picker.assignments()),
+            )
             self._loop.run(resources.backlogged, lambda now: None)
 
     def _route(self, header: Header, frames: list[FrameLike]) -> None:
@@ -89,6 +104,18 @@ class DetokenizerRouter:
         self.traffic.split_rows.observe(DETOKENIZE, len(header.rids))
         with tracing.batch_span_if_traced(ROUTE_SPAN, header.row_traces):
             self._route_batch(header, frames)
+        if self.picker.changed:
+            self._save_assignment()
+
+    def _save_assignment(self) -> None:
+        """Save a grown assignment; a failure is logged and counted, routing goes on."""
+        if not self.picker.take_changed() or self._state_file is None:
+            return
+        try:
+            self._state_file.save(self.picker.assignments())
+        except OSError as exc:
+            logger.error("detokenizer router state file not saved: %s", exc)
+            self.counters.add("state_file_errors", "save")
 
     def _route_batch(self, header: Header, frames: list[FrameLike]) -> None:
         """One message per detokenizer, counted per owning worker's address."""

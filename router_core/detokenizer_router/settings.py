@@ -31,6 +31,9 @@ class DetokenizerRouterSettings:
     backlog_limit: int = DEFAULT_BACKLOG
     drain_timeout_s: float = 2.0
     allow_remote: bool = False
+    #: Where the ``worker`` assignment outlives the process (``<run dir>/
+    #: detok-router-state.json`` under ``switchboard up``); None: a restart assigns afresh.
+    state_file: str | None = None
 
     def __post_init__(self) -> None:
         if not self.endpoints.detokenizers:

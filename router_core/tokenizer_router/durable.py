@@ -8,9 +8,8 @@ a larger incarnation (:func:`next_incarnation`), so its operations order after e
 operation of the router it replaces, on every worker and in the engine.
 
 :class:`DrainMarks` is the pure, bounded set of drained worker ids. :class:`StateFile`
-reads and writes the file: written whole to a temporary file in the same directory,
-flushed to disk and renamed over the old one, so a reader (the next start) sees the old
-state or the new one, never a torn one. The file is private (0600).
+reads and writes the file, whole or not at all
+(:func:`~router_core.atomic_file.write_atomic`); it is private (0600).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Final
 
 import msgspec
 
+from router_core.atomic_file import remove_stale_temporaries, write_atomic
 from router_core.wire.control import PauseMode
 
 __all__ = ["MAX_DRAIN_MARKS", "DrainMarks", "DurableState", "StateFile", "next_incarnation"]
@@ -109,8 +109,7 @@ class StateFile:
         aside to ``<name>.unreadable`` for inspection; the router then starts afresh.
         Temporary files a router killed mid-save left behind are removed.
         """
-        for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
-            stale.unlink(missing_ok=True)
+        remove_stale_temporaries(self.path)
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -144,23 +143,7 @@ class StateFile:
 
     def save(self, state: DurableState) -> None:
         """Replace the file with ``state`` atomically and durably; raises ``OSError``."""
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with os.fdopen(descriptor, "wb") as out:
-                out.write(msgspec.json.encode(state))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-        # The rename itself must reach the disk: sync the directory that holds it.
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomic(self.path, msgspec.json.encode(state))
 
     def remove(self) -> None:
         """Delete the file (a fresh stack starts with no state); no error if absent."""

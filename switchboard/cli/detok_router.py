@@ -11,15 +11,17 @@ import argparse
 from typing import Any
 
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
-from router_core.endpoints import DetokenizerRouterEndpoints
+from router_core.endpoints import DETOK_ROUTER_STATE_FILE, DetokenizerRouterEndpoints
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     UsageError,
     add_common_flags,
+    add_state_file_flag,
     checked_endpoint,
     positive_int,
     run_dir,
     serve,
+    state_file,
 )
 
 __all__ = ["add_parser", "run", "settings"]
@@ -40,6 +42,7 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--control-endpoint", help="ROUTER bound for control commands")
     add_settings_flags(parser, DetokenizerRouterSettings)
+    add_state_file_flag(parser, DETOK_ROUTER_STATE_FILE, "the worker-to-detokenizer assignment")
 
 
 def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
@@ -70,7 +73,8 @@ def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
             allow_remote=remote,
         ),
     )
-    return loop_settings(DetokenizerRouterSettings, args, endpoints=endpoints)
+    saved = state_file(args, directory, DETOK_ROUTER_STATE_FILE)
+    return loop_settings(DetokenizerRouterSettings, args, endpoints=endpoints, state_file=saved)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,7 +7,6 @@ endpoints default to the run directory's layout, each overridable.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from router_core.endpoints import ROUTER_STATE_FILE, RouterEndpoints
@@ -15,9 +14,11 @@ from router_core.tokenizer_router.settings import RouterSettings
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     add_common_flags,
+    add_state_file_flag,
     checked_endpoint,
     run_dir,
     serve,
+    state_file,
 )
 
 __all__ = ["ENDPOINTS", "add_parser", "run", "settings"]
@@ -44,10 +45,8 @@ def add_parser(sub: Any) -> None:
     for field, help_text in ENDPOINTS.items():
         parser.add_argument(_flag(field), help=f"{help_text} (default: in --run-dir)")
     add_settings_flags(parser, RouterSettings)
-    parser.add_argument(
-        "--state-file",
-        help="where the pause state, drain marks and operation counter outlive a restart "
-        f"(default: {ROUTER_STATE_FILE} in --run-dir; none without one)",
+    add_state_file_flag(
+        parser, ROUTER_STATE_FILE, "the pause state, drain marks and operation counter"
     )
 
 
@@ -67,10 +66,8 @@ def settings(args: argparse.Namespace) -> RouterSettings:
             for field in ENDPOINTS
         }
     )
-    state_file = args.state_file or (
-        str(Path(directory) / ROUTER_STATE_FILE) if directory else None
-    )
-    return loop_settings(RouterSettings, args, endpoints=endpoints, state_file=state_file)
+    saved = state_file(args, directory, ROUTER_STATE_FILE)
+    return loop_settings(RouterSettings, args, endpoints=endpoints, state_file=saved)
 
 
 def run(args: argparse.Namespace) -> int:

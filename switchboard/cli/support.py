@@ -183,6 +183,23 @@ def run_dir(args: argparse.Namespace) -> str | None:
     return given
 
 
+def add_state_file_flag(parser: argparse.ArgumentParser, name: str, holds: str) -> None:
+    """``--state-file``: where a process keeps ``holds`` across its restarts (default
+    ``name`` in ``--run-dir``; none without one)."""
+    parser.add_argument(
+        "--state-file",
+        help=f"where {holds} outlive a restart (default: {name} in --run-dir; none without one)",
+    )
+
+
+def state_file(args: argparse.Namespace, directory: str | None, name: str) -> str | None:
+    """``--state-file``, else ``name`` in the run directory, else None."""
+    given: str | None = args.state_file
+    if given is None and directory:
+        given = os.path.join(directory, name)
+    return given
+
+
 def checked_endpoint(
     explicit: str | None, default: str | None, flag: str, *, allow_remote: bool
 ) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from router_core.endpoints import (
+    DETOK_ROUTER_STATE_FILE,
     ROUTER_STATE_FILE,
     DetokenizerRouterEndpoints,
     RouterEndpoints,
@@ -125,6 +126,7 @@ def stack_layout(
             role="detok-router",
             argv=_switchboard("detok-router", *common, "--detokenizers", count),
             ready=ReadyCheck("control", detok.control),
+            state_files=(run_dir / DETOK_ROUTER_STATE_FILE,),
             socket_files=(_ipc_file(detok.inbound), _ipc_file(detok.control)),
         ),
     ]

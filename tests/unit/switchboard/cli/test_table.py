@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
-from router_core.endpoints import ROUTER_STATE_FILE, DetokenizerRouterEndpoints, RouterEndpoints
+from router_core.endpoints import (
+    DETOK_ROUTER_STATE_FILE,
+    ROUTER_STATE_FILE,
+    DetokenizerRouterEndpoints,
+    RouterEndpoints,
+)
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 from router_core.settings_fields import flag_specs
 from router_core.tokenizer_router.settings import RouterSettings
@@ -258,7 +263,10 @@ class TestDefaults:
         )
         assert detok_router.settings(
             parse("detok-router", "--run-dir", run_dir)
-        ) == DetokenizerRouterSettings(endpoints=DetokenizerRouterEndpoints.in_run_dir(run_dir, 1))
+        ) == DetokenizerRouterSettings(
+            endpoints=DetokenizerRouterEndpoints.in_run_dir(run_dir, 1),
+            state_file=str(tmp_path / DETOK_ROUTER_STATE_FILE),
+        )
         worker = worker_cli.settings(parse("worker", "--run-dir", run_dir, "--worker-id", "w0"))
         assert worker == WorkerSettings(
             worker_id="w0",
