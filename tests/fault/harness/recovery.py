@@ -1,10 +1,11 @@
 """When a restarted role is back: a new pid, and that role's own sign of readiness.
 
 The signs are what the supervisor itself waits for at startup (``docs/operating.md``,
-section 1), read from outside: a worker ``serving`` at the router under its new pid; the
-router answering ``status`` (through the admin API) under its new pid with every worker
-``serving`` again; a detokenizer, the engine or the detokenizer router with its socket
-files bound (the engine also live at the router); the admin app answering ``/healthz``.
+section 1), read from outside: a worker ``serving`` (or ``paused``) at the router under
+its new pid; the router answering ``status`` (through the admin API) under its new pid
+with every worker ``serving`` (or ``paused``) again; a detokenizer, the engine or the
+detokenizer router with its socket files bound (the engine also live at the router);
+the admin app answering ``/healthz``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from switchboard.supervisor.rundir import socket_in_use
 from tests.fault.harness.stack import FaultStack
 
 __all__ = ["poll", "role_ready", "wait_restarted"]
+
+#: A worker in either state is registered and takes requests (paused ones wait).
+_ADMITTING = ("serving", "paused")
 
 
 async def poll(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> float:
@@ -43,11 +47,11 @@ async def role_ready(stack: FaultStack, admin: httpx.AsyncClient, role: str, pid
         worker_id = role.removeprefix("worker-")
         listed = (await admin.get("/api/workers")).json()["workers"]
         return any(
-            w["id"] == worker_id and w["state"] == "serving" and w["pid"] == pid for w in listed
+            w["id"] == worker_id and w["state"] in _ADMITTING and w["pid"] == pid for w in listed
         )
     if role == "router":
         status = (await admin.get("/api/status")).json()
-        serving = status["workers"].get("serving", 0)
+        serving = sum(status["workers"].get(state, 0) for state in _ADMITTING)
         return bool(
             status["router"]["pid"] == pid
             and serving == stack.config.workers
