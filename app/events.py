@@ -5,7 +5,10 @@ returns the events to send (``worker``, ``pause``, ``load``). :class:`EventHub` 
 latest view, serves each new subscriber a ``snapshot`` of it, and hands every event to
 every subscriber through the subscriber's own bounded queue. A subscriber whose queue
 is full is dropped (its stream ends; a client reconnects and gets a fresh snapshot) and
-counted: one slow reader never holds up the poller or the others.
+counted: one slow reader never holds up the poller or the others. At most
+``max_subscribers`` listen at once: beyond, :meth:`EventHub.subscribe` raises
+:class:`SubscribersFull` (counted; the route answers 503), so open streams cannot grow
+the hub's queues without bound.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from pydantic import BaseModel
 from app.models import Load, LoadEvent, PauseEvent, Snapshot, Status, Worker, WorkerEvent
 
 __all__ = [
+    "DEFAULT_MAX_SUBSCRIBERS",
     "KEEPALIVE",
     "EventHub",
     "StackView",
+    "SubscribersFull",
     "Subscription",
     "load_changed",
     "sse_frame",
@@ -36,6 +41,8 @@ logger = logging.getLogger("switchboard.admin.events")
 
 #: The comment line sent when a stream has been quiet for ``keepalive_s``.
 KEEPALIVE = b": keep-alive\n\n"
+#: Event streams open at once at most, unless the hub is told otherwise.
+DEFAULT_MAX_SUBSCRIBERS = 256
 
 #: Clock jitter in the router's derived Unix times (rounded to ms, recomputed per reply).
 _TIME_SLACK_S = 0.05
@@ -166,17 +173,35 @@ class Subscription:
             return None if self.ended else KEEPALIVE
 
 
+class SubscribersFull(Exception):
+    """:meth:`EventHub.subscribe` refused: ``limit`` subscribers already listen."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{limit} event streams are open, the most this app serves")
+        self.limit = limit
+
+
 @dataclass
 class EventHub:
-    """The latest stack view and everyone listening for changes to it."""
+    """The latest stack view and everyone listening for changes to it (at most
+    ``max_subscribers`` at once)."""
 
     queue_size: int
+    max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS
     view: StackView | None = None
     #: Subscribers dropped because their queue was full.
     dropped_subscribers: int = 0
+    #: Subscriptions refused because ``max_subscribers`` already listened.
+    refused_subscribers: int = 0
     closed: bool = False
     _subscribers: set[Subscription] = field(default_factory=set)
     _first_view: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Whether the latest subscribe was refused (the refusals are logged when they start).
+    _refusing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.queue_size < 1 or self.max_subscribers < 1:
+            raise ValueError("queue_size and max_subscribers must be >= 1")
 
     @property
     def subscribers(self) -> int:
@@ -212,9 +237,20 @@ class EventHub:
 
     def subscribe(self) -> tuple[bytes, Subscription] | None:
         """A snapshot frame of the latest view and a subscription to what follows it;
-        None before the first poll or once the hub is closed."""
+        None before the first poll or once the hub is closed; :class:`SubscribersFull`
+        (counted in ``refused_subscribers``) when ``max_subscribers`` already listen."""
         if self.view is None or self.closed:
             return None
+        if len(self._subscribers) >= self.max_subscribers:
+            self.refused_subscribers += 1
+            if not self._refusing:  # once per run of refusals: a client retrying is no news
+                logger.warning(
+                    "refusing /api/events subscribers: %d streams are open (max_subscribers)",
+                    self.max_subscribers,
+                )
+            self._refusing = True
+            raise SubscribersFull(self.max_subscribers)
+        self._refusing = False
         subscription = Subscription(self.queue_size)
         self._subscribers.add(subscription)
         return sse_frame("snapshot", self.view.snapshot()), subscription

@@ -4,8 +4,9 @@ The stream opens with ``snapshot`` ({workers, status}), then carries ``worker``,
 ``pause`` and ``load`` events (see :mod:`app.events`) and a ``: keep-alive`` comment
 after each quiet ``keepalive_s``. It ends when the client goes, when the client falls
 so far behind that its queue fills (reconnect for a fresh snapshot), or when the app
-stops. Tokens go in the ``Authorization`` header only, never in the URL: browsers read
-the stream with ``fetch()``.
+stops. While the hub's ``max_subscribers`` streams are open, a new one is refused with
+503 (``Retry-After``). Tokens go in the ``Authorization`` header only, never in the URL:
+browsers read the stream with ``fetch()``.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from fastapi.responses import StreamingResponse
 from app.catalogue import command
 from app.deps import Hub, Poller, Settings
 from app.errors import ApiException, error_responses
-from app.events import Subscription
+from app.events import SubscribersFull, Subscription
 from app.routers.binding import bind
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["events"])
+
+#: Seconds a client refused for too many open streams is told to wait: a place frees
+#: only when another stream ends.
+_FULL_RETRY_AFTER_S = 5
 
 _STREAM: dict[int | str, dict[str, Any]] = {
     200: {
@@ -54,7 +59,17 @@ async def events(hub: Hub, poller: Poller, settings: Settings) -> StreamingRespo
     """Every change, as it is seen (the router is polled every ``poll_interval_s``)."""
     await hub.wait_view(settings.control_timeout_s)
     # A snapshot from before the router stopped answering would be stale.
-    opened = hub.subscribe() if poller.router_answers else None
+    try:
+        opened = hub.subscribe() if poller.router_answers else None
+    except SubscribersFull as exc:
+        # ErrorCode (app.models) has no code of its own for this yet; the message says it.
+        raise ApiException(
+            503,
+            "router_unavailable",
+            f"too many event streams: {exc.limit} are open, the most this admin app serves; "
+            "close one or retry later",
+            {"Retry-After": str(_FULL_RETRY_AFTER_S)},
+        ) from exc
     if opened is None:
         raise ApiException(
             503, "router_unavailable", "no view of the router yet", {"Retry-After": "1"}

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from app.events import (
+    DEFAULT_MAX_SUBSCRIBERS,
     KEEPALIVE,
     EventHub,
     StackView,
+    SubscribersFull,
     Subscription,
     load_changed,
     stack_events,
@@ -27,8 +29,8 @@ def by_id(*workers: Worker) -> dict[str, Worker]:
 
 
 def load(running: int = 0, **changes: Any) -> Load:
-    fields = {"running": running, "waiting": 0, "max_running": 8, "token_usage": 0.0}
-    fields |= {"step": 1, "taken_ns": 5, "age_s": 0.1, **changes}
+    fields: dict[str, Any] = {"running": running, "waiting": 0, "max_running": 8}
+    fields |= {"token_usage": 0.0, "step": 1, "taken_ns": 5, "age_s": 0.1, **changes}
     return Load(**fields)
 
 
@@ -188,6 +190,39 @@ class TestEventHub:
             assert hub.subscribe() is None
 
         asyncio.run(scenario())
+
+    def test_subscribers_beyond_the_limit_are_refused_and_counted(self) -> None:
+        """At max_subscribers open, subscribe raises SubscribersFull (counted) and the
+        open streams keep their events; one leaving makes room for one more."""
+
+        async def scenario() -> None:
+            hub = EventHub(queue_size=4, max_subscribers=2)
+            hub.update(stack(worker("w0")))
+            opened = [hub.subscribe(), hub.subscribe()]
+            for _ in range(2):
+                with pytest.raises(SubscribersFull) as refused:
+                    hub.subscribe()
+                assert refused.value.limit == 2
+            assert (hub.subscribers, hub.refused_subscribers) == (2, 2)
+            hub.update(stack(worker("w0", "draining")))
+            for each in opened:
+                assert each is not None
+                frame = await each[1].next(1.0)
+                assert frame is not None and parse(frame)[0] == "worker"
+            assert opened[0] is not None
+            hub.unsubscribe(opened[0][1])
+            assert hub.subscribe() is not None and hub.subscribers == 2
+            assert hub.refused_subscribers == 2
+
+        asyncio.run(scenario())
+
+    def test_limits_must_be_positive(self) -> None:
+        """The default limit is 256; a hub with no room, or unbounded queues, is refused."""
+        assert EventHub(queue_size=1).max_subscribers == DEFAULT_MAX_SUBSCRIBERS == 256
+        with pytest.raises(ValueError, match="max_subscribers"):
+            EventHub(queue_size=1, max_subscribers=0)
+        with pytest.raises(ValueError, match="queue_size"):
+            EventHub(queue_size=0)  # asyncio.Queue(0) would have no bound at all
 
     def test_wait_view(self) -> None:
         """wait_view gives None after its timeout without a poll, else the latest view."""
