@@ -11,7 +11,7 @@ SYSTEM_PACKAGES := chromium prometheus
 #: The dashboards' offline type check (typescript + @grafana/schema, pinned by the lock).
 NODE_MODULES := dashboards/typecheck/node_modules/.package-lock.json
 
-.PHONY: venv system-deps node-deps lint typecheck test run bench clean
+.PHONY: venv system-deps node-deps lint typecheck test soak run bench clean
 
 venv: $(STAMP)
 
@@ -50,6 +50,11 @@ typecheck: venv
 
 test: system-deps node-deps lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The fault suite's long variants (docs/reliability.md): a 30-minute soak at half the
+# measured peak, and more requests, frames and operations in every other fault test.
+soak: venv
+	SWITCHBOARD_SOAK=1 $(BIN)/python -m pytest tests/fault -m fault $(PYTEST_ARGS)
 
 run: venv
 	$(BIN)/switchboard up $(RUN_ARGS)
