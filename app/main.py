@@ -82,7 +82,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
         router = RouterApi(
             client, admin_version=settings.version, timeout_s=settings.control_timeout_s
         )
-        hub = EventHub(settings.subscriber_queue)
+        hub = EventHub(settings.subscriber_queue, settings.max_subscribers)
         poller = EventPoller(router, hub, settings.poll_interval_s)
         metrics = HostMetrics(
             clients, multiproc_dir=settings.metrics_dir, timeout_s=settings.metrics_timeout_s

@@ -56,6 +56,7 @@ ErrorCode = Literal[
     "method_not_allowed",
     "router_unavailable",
     "timeout",
+    "too_many_streams",
 ]
 
 #: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``). Strict:

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.events import DEFAULT_MAX_SUBSCRIBERS
 from app.tokens import TokenTable, parse_tokens
 from router_core.endpoints import EndpointError, check_endpoint, is_loopback_host
 
@@ -66,6 +67,11 @@ class AdminSettings(BaseSettings):
         default=512,
         ge=1,
         description="events queued per /api/events subscriber before it is dropped",
+    )
+    max_subscribers: int = Field(
+        default=DEFAULT_MAX_SUBSCRIBERS,
+        ge=1,
+        description="/api/events streams open at once at most; beyond, 503 too_many_streams",
     )
     keepalive_s: float = Field(
         default=15.0, gt=0, description="seconds between SSE keep-alive comments"

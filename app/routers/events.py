@@ -62,10 +62,9 @@ async def events(hub: Hub, poller: Poller, settings: Settings) -> StreamingRespo
     try:
         opened = hub.subscribe() if poller.router_answers else None
     except SubscribersFull as exc:
-        # ErrorCode (app.models) has no code of its own for this yet; the message says it.
         raise ApiException(
             503,
-            "router_unavailable",
+            "too_many_streams",
             f"too many event streams: {exc.limit} are open, the most this admin app serves; "
             "close one or retry later",
             {"Retry-After": str(_FULL_RETRY_AFTER_S)},

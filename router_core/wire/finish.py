@@ -8,9 +8,10 @@ On the wire a finish reason is a map whose ``type`` says why (SGLang's
   an embedding, which finishes at once);
 * ``{"type": "abort", "message": str}``: aborted (a client left, a pause in abort mode);
 * ``{"type": "abort", "message": str, "status_code": 503, "err_type": cause}``: lost to a
-  fault (a process died, rows were lost, no output within the idle bound). ``cause``
-  names it in one word (:data:`LOST_CAUSES`); workers answer such a request with an
-  error of that status, never with the partial text as a success.
+  fault (a process died, rows were lost, no output within the idle bound) or refused
+  for want of room (the engine's waiting queue is full). ``cause`` names it in one word
+  (:data:`LOST_CAUSES`); workers answer such a request with an error of that status,
+  never with the partial text as a success.
 
 An engine may add keys of its own and they travel untouched: workers answer HTTP clients
 with the map as it came. :class:`FinishReason` is the typed view readers decide by;
@@ -39,7 +40,14 @@ LOST_STATUS = 503
 
 #: Why a request can be lost, as ``err_type`` says it.
 LOST_CAUSES = frozenset(
-    {"engine_restarted", "rows_lost", "detokenizer_state_lost", "idle_timeout", "router_restarted"}
+    {
+        "engine_restarted",
+        "rows_lost",
+        "detokenizer_state_lost",
+        "idle_timeout",
+        "router_restarted",
+        "engine_queue_full",
+    }
 )
 
 

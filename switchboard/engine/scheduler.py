@@ -43,7 +43,7 @@ from typing import Any
 
 from router_core.settings_fields import flagged
 from router_core.wire.control import LoadSnapshot, PauseMode
-from router_core.wire.finish import abort_reason, length_reason, stop_reason
+from router_core.wire.finish import abort_reason, length_reason, lost_reason, stop_reason
 from switchboard.engine.tokens import embedding_for, generated_token
 
 __all__ = [
@@ -236,7 +236,8 @@ class Scheduler:
         limit = self.config.max_waiting_requests
         if len(self.waiting) >= limit:
             self.queue_full += 1
-            return StepResult([StepRow(sequence, [], abort_reason(QUEUE_FULL.format(limit=limit)))])
+            full = lost_reason("engine_queue_full", QUEUE_FULL.format(limit=limit))
+            return StepResult([StepRow(sequence, [], full)])
         self.waiting.append(sequence)
         return StepResult()
 

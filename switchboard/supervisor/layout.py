@@ -158,6 +158,7 @@ def stack_layout(
                 *("--step-time-s", repr(settings.step_time_s)),
                 *("--per-token-cost-s", repr(settings.per_token_cost_s)),
                 *("--max-running-requests", str(settings.max_running_requests)),
+                *("--max-waiting-requests", str(settings.max_waiting_requests)),
                 *("--max-tokens-per-step", str(settings.max_tokens_per_step)),
                 *tokenizer,
             ),

@@ -149,6 +149,11 @@ class StackSettings(BaseSettings):
     max_running_requests: int = Field(
         SchedulerConfig.max_running_requests, ge=1, description="engine: running requests at most"
     )
+    max_waiting_requests: int = Field(
+        SchedulerConfig.max_waiting_requests,
+        ge=1,
+        description="engine: requests waiting to run at most; beyond, one is refused at once",
+    )
     max_tokens_per_step: int = Field(
         SchedulerConfig.max_tokens_per_step, ge=1, description="engine: prefill + decode budget"
     )

@@ -10,6 +10,7 @@ import zmq
 
 from router_core.engine_link import EngineLink
 from router_core.wire import Kind, decode_message, frame_message
+from router_core.wire.finish import lost_reason
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import EmbeddingRequest
 from switchboard.engine import generated_token
@@ -96,7 +97,7 @@ class TestHandle:
         for item in poll_until(builtin.link, 3):
             builtin.handle(item)
         message = "the engine's waiting queue is full (1 waiting); retry later"
-        refused = {"type": "abort", "message": message}
+        refused = lost_reason("engine_queue_full", message)  # a 503 at the worker
         for kind, rid in ((Kind.TOKEN_BATCH, "b"), (Kind.EMBEDDING_BATCH, "e")):
             header, (answer,) = decode_message(side.receive(side.outputs))
             assert (header.kind, header.rids, header.reply_to) == (kind, [rid], [router_side.OWNER])

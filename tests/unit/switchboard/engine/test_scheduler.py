@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from router_core.wire.finish import lost_reason
 from switchboard.engine import (
     Scheduler,
     SchedulerConfig,
@@ -136,7 +137,7 @@ class TestWaitingBound:
         assert scheduler.admit(seq("a")).rows == [] and scheduler.admit(seq("b")).rows == []
         refused = scheduler.admit(seq("c"))
         message = "the engine's waiting queue is full (2 waiting); retry later"
-        assert finishes(refused) == {"c": {"type": "abort", "message": message}}
+        assert finishes(refused) == {"c": lost_reason("engine_queue_full", message)}
         assert refused.rows[0].new_ids == [] and refused.rows[0].sequence.rid == "c"
         assert scheduler.queue_full == 1 and ("w0", "c") not in scheduler
         assert [s.rid for s in scheduler.waiting] == ["a", "b"]
