@@ -106,9 +106,11 @@ class EchoEngine:
 
     def finish(self, rows: list[Running], reason: dict[str, Any]) -> None:
         if rows:
-            self.send(rows, [reason] * len(rows))
+            self.send(rows, [reason] * len(rows), new=False)
 
-    def send(self, rows: list[Running], reasons: list[dict[str, Any] | None]) -> None:
+    def send(
+        self, rows: list[Running], reasons: list[dict[str, Any] | None], new: bool = True
+    ) -> None:
         self.link.send_batch(
             BatchTokenIDOutput(
                 rids=[row.rid for row in rows],
@@ -116,7 +118,8 @@ class EchoEngine:
                 finished_reasons=reasons,
                 prompt_tokens=[len(row.prompt) for row in rows],
                 completion_tokens=[len(row.output_ids) for row in rows],
-                output_ids=[row.output_ids[-1:] for row in rows],  # this step's new id
+                # Only the ids new in this row: this step's one, or none (an abort).
+                output_ids=[row.output_ids[-1:] if new else [] for row in rows],
                 decode_ids=[list(row.output_ids) for row in rows],
                 read_offsets=[max(0, len(row.output_ids) - 1) for row in rows],
             )

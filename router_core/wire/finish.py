@@ -45,7 +45,6 @@ LOST_CAUSES = frozenset(
         "rows_lost",
         "detokenizer_state_lost",
         "idle_timeout",
-        "router_restarted",
         "engine_queue_full",
     }
 )

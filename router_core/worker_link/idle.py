@@ -10,13 +10,17 @@ paused in place, an engine sends nothing, and that is not a fault. Pure, time pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
 from typing import Final
 
+from router_core.counters import Counters
 from router_core.wire.finish import lost_reason
+from router_core.worker_link.session import WorkerSession
 from router_core.worker_link.streams import ResponseStream
 
-__all__ = ["IDLE_CAUSE", "end_idle_streams"]
+__all__ = ["IDLE_CAUSE", "end_idle_streams", "watch_idle"]
 
 #: The ``err_type`` of a request ended by the idle bound.
 IDLE_CAUSE: Final = "idle_timeout"
@@ -45,3 +49,26 @@ def end_idle_streams(
             stream.lost_cause = IDLE_CAUSE
             ended.append(stream)
     return ended
+
+
+async def watch_idle(
+    streams: Mapping[str, ResponseStream],
+    session: WorkerSession,
+    counters: Counters,
+    *,
+    idle_timeout_s: float,
+) -> None:
+    """Run :func:`end_idle_streams` over a link's open streams a few times per bound,
+    forever (the link cancels it), counting what it ends as ``lost_requests``. Each ended
+    stream is aborted in the engine as its handler leaves it."""
+    interval = min(1.0, idle_timeout_s / 4)
+    while True:
+        await asyncio.sleep(interval)
+        ended = end_idle_streams(
+            streams.values(),
+            now=time.monotonic(),
+            idle_timeout_s=idle_timeout_s,
+            paused=session.paused,
+        )
+        if ended:
+            counters.add("lost_requests", IDLE_CAUSE, len(ended))

@@ -58,7 +58,7 @@ from router_core.worker_link.dispatch import (
     worker_frame_count,
 )
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
-from router_core.worker_link.idle import IDLE_CAUSE, end_idle_streams
+from router_core.worker_link.idle import watch_idle
 from router_core.worker_link.outcomes import ABORT_DROPPED, CONTROL_DROPPED, Count
 from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.settings import WorkerLinkSettings
@@ -121,7 +121,15 @@ class WorkerLink:
         self._sockets.open()
         self._tasks = [
             asyncio.create_task(self._timer.run(), name="worker-link-timer"),
-            asyncio.create_task(self._watch_idle(), name="worker-link-idle"),
+            asyncio.create_task(
+                watch_idle(
+                    self._streams,
+                    self.session,
+                    self.counters,
+                    idle_timeout_s=self.settings.idle_timeout_s,
+                ),
+                name="worker-link-idle",
+            ),
         ]
         return self
 
@@ -327,21 +335,6 @@ class WorkerLink:
                 sent=("resent_requests", "router_restarted"),
                 unsent=("resend_failed", "router_restarted"),
             )
-
-    async def _watch_idle(self) -> None:
-        """End streams idle past ``settings.idle_timeout_s`` while not paused."""
-        idle_s = self.settings.idle_timeout_s
-        interval = min(1.0, idle_s / 4)
-        while True:
-            await asyncio.sleep(interval)
-            ended = end_idle_streams(
-                self._streams.values(),
-                now=time.monotonic(),
-                idle_timeout_s=idle_s,
-                paused=self.session.paused,
-            )
-            if ended:  # each is aborted in the engine as its handler leaves the stream
-                self.counters.add("lost_requests", IDLE_CAUSE, len(ended))
 
     # ------------------------------------------------------------------ wiring
 

@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--control-endpoint", help="ROUTER bound for control commands")
     add_settings_flags(parser, DetokenizerRouterSettings)
-    add_state_file_flag(parser, DETOK_ROUTER_STATE_FILE, "the worker-to-detokenizer assignment")
+    add_state_file_flag(parser, DETOK_ROUTER_STATE_FILE, "the worker-to-detokenizer assignments")
 
 
 def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:

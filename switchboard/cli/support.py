@@ -188,7 +188,8 @@ def add_state_file_flag(parser: argparse.ArgumentParser, name: str, holds: str) 
     ``name`` in ``--run-dir``; none without one)."""
     parser.add_argument(
         "--state-file",
-        help=f"where {holds} outlive a restart (default: {name} in --run-dir; none without one)",
+        help=f"where {holds} are kept across restarts (default: {name} in --run-dir; "
+        "none without one)",
     )
 
 

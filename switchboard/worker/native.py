@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from router_core.wire.requests import SamplingParams
+from switchboard.worker.concurrently import merge_streams, run_all
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
 from switchboard.worker.errors import stream_error
@@ -27,8 +28,6 @@ from switchboard.worker.generation import (
     PromptError,
     TextChunk,
     TextResult,
-    merge_streams,
-    run_all,
 )
 from switchboard.worker.schemas import EncodeBody, GenerateBody, NativeSamplingParams
 from switchboard.worker.settings import WorkerSettings

@@ -22,6 +22,7 @@ from fastapi import APIRouter, Request
 
 from router_core.wire.finish import FinishReason
 from router_core.wire.requests import SamplingParams
+from switchboard.worker.concurrently import merge_streams, run_all
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
 from switchboard.worker.errors import ModelNotFound, stream_error
@@ -29,8 +30,6 @@ from switchboard.worker.generation import (
     Generation,
     Prompt,
     RequestAborted,
-    merge_streams,
-    run_all,
 )
 from switchboard.worker.schemas import CompletionBody, EmbeddingBody
 from switchboard.worker.settings import WorkerSettings

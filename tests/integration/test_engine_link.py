@@ -117,7 +117,7 @@ class TestEchoEngine:
             wait_until(lambda rid=rid: detokenizer.finished(rid), 10.0, f"{rid} finished")
 
         long_rows = detokenizer.rows["long"]
-        assert [row.output_ids for row in long_rows] == [[[11]], [[11, 12]], [[11, 12, 11]]]
+        assert [row.output_ids for row in long_rows] == [[[11]], [[12]], [[11]]]  # new ids only
         assert [row.completion_tokens for row in long_rows] == [[1], [2], [3]]
         assert [row.finished_reasons for row in long_rows] == [
             [None],
@@ -125,7 +125,7 @@ class TestEchoEngine:
             [{"type": "length", "length": 3}],
         ]
         short = combine_rows(BatchTokenIDOutput, detokenizer.rows["short"])
-        assert short.output_ids == [[7], [7, 7]] and short.prompt_tokens == [1, 1]
+        assert short.output_ids == [[7], [7]] and short.prompt_tokens == [1, 1]
         assert short.http_worker_ipcs == [owner, owner]
         (embedding,) = detokenizer.rows["emb"]
         assert isinstance(embedding, BatchEmbeddingOutput)
@@ -175,7 +175,7 @@ class TestEchoEngine:
         assert resumed["complete"] and resumed["acked"] == ["engine", "w0"]
         requests.send_multipart(generate("after", owner, [9], 2))
         wait_until(lambda: detokenizer.finished("after"), 10.0, "after finished")
-        assert [r.output_ids for r in detokenizer.rows["after"]] == [[[9]], [[9, 9]]]
+        assert [r.output_ids for r in detokenizer.rows["after"]] == [[[9]], [[9]]]
         assert router.ctl("status")["counters"]["acks"]["pending"] == 6
 
     def test_example_stops_cleanly_on_sigterm(self, stack: Stack, run_dir: Path) -> None:

@@ -12,7 +12,8 @@ import pytest
 
 from router_core.worker_link import WorkerIdentity, WorkerLink, WorkerLinkSettings
 from switchboard.text import Tokenizer
-from switchboard.worker.generation import Generation, Prompt, PromptError, merge_streams, run_all
+from switchboard.worker.concurrently import merge_streams, run_all
+from switchboard.worker.generation import Generation, Prompt, PromptError
 from switchboard.worker.settings import WorkerSettings
 
 
