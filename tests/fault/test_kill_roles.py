@@ -51,6 +51,16 @@ class TestKillRole:
             run = asyncio.run(kill_during_load(stack, victim, f"kill-{victim}", requests=REQUESTS))
             check(run, f"SIGKILL {victim}")
 
+    def test_kill_router_on_the_output_path(self, tmp_path: Path) -> None:
+        """With ``--outputs-via router`` the router carries every output too: it comes
+        back and requests still end exactly or with a clear error."""
+        config = StackConfig(extra_args=("--outputs-via", "router"))
+        with fault_stack(tmp_path, config) as stack:
+            run = asyncio.run(
+                kill_during_load(stack, "router", "kill-router-outputs", requests=REQUESTS)
+            )
+            check(run, "SIGKILL router (outputs via router)")
+
     def test_kill_detokenizer(self, tmp_path: Path) -> None:
         """A detokenizer comes back; the worker it did not serve sees only exact requests."""
         with fault_stack(tmp_path, StackConfig(workers=2, detokenizers=2)) as stack:

@@ -33,7 +33,8 @@ from tests.fault.harness.expected import RequestPlan, RequestSpec
 __all__ = ["REQUEST_BOUND_S", "Load", "RequestRecord"]
 
 #: A request with no end this long after it started is hung. Far above any request's
-#: time in a healthy stack (well under 2 s) and above every restart the supervisor does.
+#: time in a healthy stack (well under 2 s), every restart the supervisor does and the
+#: idle bound the fault stacks run with (``StackConfig.idle_timeout_s``).
 REQUEST_BOUND_S = 30.0
 _PATHS = {"generate": "/generate", "completions": "/v1/completions"}
 

@@ -89,6 +89,12 @@ class KillRun:
         figures.set("recovery_s", self.first_exact_after(lambda record: True))
         figures.set("path_recovery_s", self.first_exact_after(self.on_path))
         figures.set("restart_s", None if self.ready_at is None else self.ready_at - self.fault_at)
+        errors = [
+            r.ended - r.started
+            for r in self.records
+            if r.ended is not None and r.verdict is not None and r.outcome is Outcome.CLEAR_ERROR
+        ]
+        figures.set("slowest_clear_error_s", max(errors) if errors else None)
         figures.set("victim_pid", self.victim_pid)
         figures.set("new_pid", self.new_pid)
         figures.failures(self.records)

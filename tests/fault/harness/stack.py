@@ -45,11 +45,18 @@ _KEPT = frozenset({"SWITCHBOARD_NO_FASTPATH", "SWITCHBOARD_CACHE_DIR"})
 
 @dataclass(frozen=True)
 class StackConfig:
-    """The stack a test wants: how many of each and any further ``switchboard up`` flags."""
+    """The stack a test wants: how many of each and any further ``switchboard up`` flags.
+
+    ``idle_timeout_s`` is the workers' last-resort bound on a request that gets no output
+    (60 s by default): shorter here, so that a request whose output a fault lost ends
+    (a 503 naming the cause) well within the suite's own bound on any request
+    (``load.REQUEST_BOUND_S``), and the figures show how long it waited.
+    """
 
     workers: int = 2
     detokenizers: int = 2
     step_time_s: float = 0.005
+    idle_timeout_s: float = 10.0
     extra_args: tuple[str, ...] = ()
 
 
@@ -220,6 +227,7 @@ def fault_stack(log_root: Path, config: StackConfig = StackConfig()) -> Iterator
         *("--workers", str(config.workers), "--detokenizers", str(config.detokenizers)),
         *("--port", str(port), "--admin-port", str(admin_port)),
         *("--run-dir", str(run_dir), "--step-time-s", repr(config.step_time_s)),
+        *("--idle-timeout-s", repr(config.idle_timeout_s)),
         *config.extra_args,
     ]
     with open(log_dir / "up.stdout", "wb") as out, open(log_dir / "up.stderr", "wb") as err:
