@@ -9,5 +9,9 @@ is classified against the built-in engine's predictable text, faults, and figure
   worker served a request;
 * :mod:`.recovery`: when a restarted role is back; :mod:`.scenario`: SIGKILL under load;
 * :mod:`.detok_paths`: which workers each detokenizer serves;
+* :mod:`.fuzz` (pure), :mod:`.fuzz_targets`, :mod:`.fuzz_send`, :mod:`.metrics`: garbage
+  for every bound socket, sent, and counted back from ``/metrics``;
+* :mod:`.schema_fuzz`: schemathesis over an app's schema, every 5xx kept;
+* :mod:`.engine_probe`, :mod:`.worker_status`: each party's pause state;
 * :mod:`.figures`: what a test measured, printed and gathered; :mod:`.modes`: soak sizes.
 """
