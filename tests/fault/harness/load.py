@@ -254,11 +254,9 @@ class Load:
                     seen.malformed.append(line[:120])
                 else:
                     try:
-                        payload = json.loads(line.removeprefix("data: "))
-                    except ValueError:
-                        seen.malformed.append(line[:120])
-                        continue
-                    _read_event(spec, seen, payload)
+                        _read_event(spec, seen, json.loads(line.removeprefix("data: ")))
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        seen.malformed.append(line[:120])  # not an event of this API
 
     def _attribute(self, record: RequestRecord, response: httpx.Response) -> None:
         if self.census is None:
