@@ -17,6 +17,7 @@ from typing import Any, Final
 import zmq
 
 from router_core import tracing
+from router_core.beacon import IncarnationBeacon
 from router_core.control.commands import DETOK_METRICS, DETOK_STATUS, Command, NoArgs, ReplyTo
 from router_core.control.replies import DetokenizerRouterStatus, RouterMetrics
 from router_core.control.server import ControlServer
@@ -67,6 +68,9 @@ class DetokenizerRouter:
         self.started_at = time.monotonic()
         self._loop = PollLoop()
         self._targets: list[Destination] = []
+        #: This incarnation, told to the tokenizer router each second (when it has one).
+        self._beacon = IncarnationBeacon("detokenizer-router")
+        self._beacon_to: Destination | None = None
 
     def request_stop(self) -> None:
         """Stop after the current iteration; safe from signal handlers."""
@@ -78,6 +82,8 @@ class DetokenizerRouter:
         with LoopResources(self.settings, self.counters, self._context) as resources:
             destinations = resources.destinations()
             self._targets = [destinations.get(e) for e in endpoints.detokenizers]
+            if self.settings.router_workers is not None:
+                self._beacon_to = destinations.get("router-workers", self.settings.router_workers)
             inbound = resources.bind(zmq.PULL, endpoints.inbound)
             control_sock = resources.bind(zmq.ROUTER, endpoints.control)
             control = ControlServer(control_sock, self, COMMANDS, self.counters)
@@ -88,7 +94,16 @@ class DetokenizerRouter:
                 os.getpid(),
                 len(self.picker.assignments()),
             )
-            self._loop.run(resources.backlogged, lambda now: None)
+            self._loop.run(resources.backlogged, self._tick)
+
+    def _tick(self, now: float) -> float | None:
+        """Say this incarnation to the tokenizer router when due."""
+        if self._beacon_to is None:
+            return None
+        beacon = self._beacon.due(now)
+        if beacon is not None and self._beacon_to.send(beacon):
+            self.counters.add("beacons", "sent")
+        return self._beacon.next_due()
 
     def _route(self, header: Header, frames: list[FrameLike]) -> None:
         kind = header.kind

@@ -34,6 +34,9 @@ class DetokenizerRouterSettings:
     #: Where the ``worker`` assignment outlives the process (``<run dir>/
     #: detok-router-state.json`` under ``switchboard up``); None: a restart assigns afresh.
     state_file: str | None = None
+    #: The tokenizer router's workers endpoint, told this router's incarnation each
+    #: second (None: no beacon).
+    router_workers: str | None = None
 
     def __post_init__(self) -> None:
         if not self.endpoints.detokenizers:

@@ -30,6 +30,7 @@ from router_core.tokenizer_router.engine_events import EngineEvents, EngineState
 from router_core.tokenizer_router.pause import PauseCoordinator
 from router_core.tokenizer_router.registration import RegistrationHandler
 from router_core.tokenizer_router.settings import RouterSettings
+from router_core.tokenizer_router.upstream import UpstreamIncarnations
 from router_core.tokenizer_router.view import RouterView
 from router_core.traffic import TrafficStats
 from router_core.wire import Kind
@@ -38,6 +39,7 @@ from router_core.wire.control import (
     Deregistration,
     Heartbeat,
     LoadSnapshot,
+    UpstreamIncarnation,
     WorkerRegistration,
 )
 
@@ -75,6 +77,8 @@ class RouterCore:
             incarnation=incarnation,
             restored=restored,
         )
+        #: The output path's incarnations, told to the workers.
+        self.upstream = UpstreamIncarnations(self.registry, self.counters)
         self.registration = RegistrationHandler(
             settings,
             registry=self.registry,
@@ -82,6 +86,7 @@ class RouterCore:
             drain_marks=self.drain_marks,
             persist=self.persist,
             incarnation=incarnation,
+            upstream=self.upstream,
             counters=self.counters,
             traffic=self.traffic,
             connect=connect,
@@ -105,6 +110,7 @@ class RouterCore:
                 Kind.HEARTBEAT: Decoded(Heartbeat, registration.on_heartbeat),
                 Kind.DEREGISTER: Decoded(Deregistration, registration.on_deregister),
                 Kind.ACK: Decoded(Acknowledgement, registration.on_ack),
+                Kind.UPSTREAM: Decoded(UpstreamIncarnation, self.upstream.on_upstream),
             },
             self.counters,
         )

@@ -27,6 +27,7 @@ from router_core.tokenizer_router.durable import DrainMarks
 from router_core.tokenizer_router.effects import Effect, Forget, Instant, Persist, Send
 from router_core.tokenizer_router.pause import PauseCoordinator
 from router_core.tokenizer_router.settings import RouterSettings
+from router_core.tokenizer_router.upstream import UpstreamIncarnations
 from router_core.traffic import CONTROL, TrafficStats, message_bytes
 from router_core.wire import Kind, frame_message
 from router_core.wire.control import (
@@ -66,6 +67,7 @@ class RegistrationHandler:
         drain_marks: DrainMarks,
         persist: Callable[[], Persist],
         incarnation: int,
+        upstream: UpstreamIncarnations,
         counters: Counters,
         traffic: TrafficStats,
         connect: Callable[[str], bool],
@@ -76,6 +78,7 @@ class RegistrationHandler:
         self._drain_marks = drain_marks
         self._persist = persist
         self._incarnation = incarnation
+        self._upstream = upstream
         self._counters = counters
         self._traffic = traffic
         self._connect = connect
@@ -130,7 +133,7 @@ class RegistrationHandler:
                     counter=("drain_reapplied", "register", 1),
                 )
             )
-        return effects
+        return effects + self._upstream.tell(record)
 
     def on_heartbeat(
         self, heartbeat: Heartbeat, frames: Sequence[FrameLike], at: Instant

@@ -24,6 +24,7 @@ from router_core.wire.control import (
     PauseContinueBroadcast,
     PauseRequest,
     RegistrationReply,
+    UpstreamIncarnation,
     WorkerRegistration,
 )
 from router_core.wire.header import Header, payload_frame_count
@@ -59,6 +60,7 @@ PAYLOAD_TYPES: Final[dict[Kind, type[msgspec.Struct]]] = {
     Kind.HEARTBEAT: Heartbeat,
     Kind.DEREGISTER: Deregistration,
     Kind.DRAIN: DrainCommand,
+    Kind.UPSTREAM: UpstreamIncarnation,
     Kind.PAUSE: PauseRequest,
     Kind.CONTINUE: ContinueRequest,
     Kind.PAUSE_BROADCAST: PauseContinueBroadcast,

@@ -20,6 +20,7 @@ __all__ = [
     "PauseMode",
     "PauseRequest",
     "RegistrationReply",
+    "UpstreamIncarnation",
     "WorkerRegistration",
     "WorkerReportedState",
     "op_order",
@@ -147,6 +148,20 @@ class Acknowledgement(msgspec.Struct, omit_defaults=True):
 
     op_id: str
     participant: str
+
+
+class UpstreamIncarnation(msgspec.Struct, omit_defaults=True):
+    """A process on the output path and its incarnation (its start, Unix ns).
+
+    ``process`` is ``detokenizer-router`` or ``detokenizer-<j>``. Each sends its own to
+    the tokenizer router about once a second; the router passes a new one (a first
+    sighting or a restart) on to every worker, and every one it knows to a worker that
+    registers. A worker that sees a process's incarnation grow knows that the rows the
+    old one held are gone: a request that then gets no more output ends (``rows_lost``).
+    """
+
+    process: str
+    incarnation: int
 
 
 class FreezeGC(msgspec.Struct, omit_defaults=True):

@@ -25,6 +25,9 @@ class Kind(IntEnum):
     HEARTBEAT = 12
     DEREGISTER = 13
     DRAIN = 14
+    #: A process on the output path says which incarnation it is: detokenizer router or
+    #: detokenizer -> tokenizer router (workers socket), and router -> every worker.
+    UPSTREAM = 15
 
     # Pause/continue barrier.
     PAUSE = 20  # router -> engine

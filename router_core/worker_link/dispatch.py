@@ -44,8 +44,10 @@ from router_core.wire.control import (
     LoadSnapshot,
     PauseContinueBroadcast,
     RegistrationReply,
+    UpstreamIncarnation,
 )
 from router_core.wire.finish import lost_reason
+from router_core.worker_link.idle import suspect_streams
 from router_core.worker_link.session import WorkerSession
 from router_core.worker_link.streams import (
     ROWS_LOST_CAUSE,
@@ -141,6 +143,7 @@ class InboundDispatch:
             DrainCommand: self._on_drain,
             LoadSnapshot: self._on_load,
             FreezeGC: self._on_freeze_gc,
+            UpstreamIncarnation: self._on_upstream,
         }
         self._kinds: dict[Kind, Handler] = dict.fromkeys(BATCH_KINDS, self._on_outputs)
         for kind in handlers_by_kind(self.payload_handlers):
@@ -263,6 +266,20 @@ class InboundDispatch:
         before = self._session.engine_incarnation
         if self._session.on_load(snapshot):
             self.lose_inflight(before, ENGINE_RESTARTED)
+
+    def _on_upstream(self, news: UpstreamIncarnation) -> None:
+        """An output-path process's incarnation; a restart makes every producing stream
+        a suspect (:func:`~router_core.worker_link.idle.suspect_streams`)."""
+        if not self._session.on_upstream(news):
+            return
+        marked = suspect_streams(self._streams.values(), now=time.monotonic(), process=news.process)
+        self._counters.add("upstream_restarts", "seen")
+        if marked:
+            logger.warning(
+                "worker link: %s restarted; %d requests must show output within the grace",
+                news.process,
+                marked,
+            )
 
     def _on_freeze_gc(self, command: FreezeGC) -> None:
         """The long-lived objects made so far need no more collection passes."""

@@ -127,6 +127,7 @@ class WorkerLink:
                     self.session,
                     self.counters,
                     idle_timeout_s=self.settings.idle_timeout_s,
+                    grace_s=self.settings.upstream_grace_s,
                 ),
                 name="worker-link-idle",
             ),

@@ -28,12 +28,16 @@ from router_core.wire.control import (
     PauseContinueBroadcast,
     PauseMode,
     RegistrationReply,
+    UpstreamIncarnation,
     WorkerRegistration,
     WorkerReportedState,
     op_order,
 )
 
 __all__ = ["WorkerIdentity", "WorkerSession"]
+
+#: Output-path processes remembered at most.
+MAX_UPSTREAM_PROCESSES: Final = 256
 
 #: The heartbeat interval used until the router's reply names one.
 DEFAULT_HEARTBEAT_INTERVAL_S: Final = 1.0
@@ -75,6 +79,9 @@ class WorkerSession:
         self.router_incarnation = 0
         #: Times a newer router incarnation replaced one this worker knew.
         self.router_restarts = 0
+        #: The newest incarnation of each output-path process (detokenizer router,
+        #: detokenizers), as the router passed them on.
+        self.upstream: dict[str, int] = {}
         #: The order of the newest operation applied (None: none yet).
         self.last_op: OpOrder | None = None
         self._heartbeat_seq = 0
@@ -184,6 +191,17 @@ class WorkerSession:
     def _set_pause(self, paused: bool, mode: PauseMode | None) -> None:
         self.paused = paused
         self.pause_mode = mode if paused else None
+
+    def on_upstream(self, news: UpstreamIncarnation) -> bool:
+        """Note an output-path process's incarnation; True when it grew (the process
+        restarted, and the rows it held are gone). A first sighting is not a restart."""
+        known = self.upstream.get(news.process)
+        if known is not None and news.incarnation <= known:
+            return False
+        if known is None and len(self.upstream) >= MAX_UPSTREAM_PROCESSES:
+            return False
+        self.upstream[news.process] = news.incarnation
+        return known is not None
 
     def on_drain(self, command: DrainCommand) -> bool:
         """Start or stop draining; True when the reported state changed."""

@@ -38,6 +38,14 @@ class WorkerLinkSettings:
         "(idle_timeout): the bound on a request whose last output was lost",
         bound="positive",
     )
+    #: After an output-path process restarted, how long a request that was producing
+    #: may go without a row before it ends (``rows_lost``).
+    upstream_grace_s: float = flagged(
+        5.0,
+        help="after a detokenizer (router) restart, a request that was producing ends "
+        "with a 503 (rows_lost) if no output comes within this long",
+        bound="positive",
+    )
     #: How long a new request waits for admission while the stack is paused before it
     #: is refused (``paused_too_long``).
     pause_wait_s: float = flagged(
@@ -53,10 +61,10 @@ class WorkerLinkSettings:
         if self.hwm <= 0:
             raise ValueError("hwm must be positive (bounded queues)")
         waits = (self.register_retry_s, self.register_wait_s, self.send_timeout_s)
-        if min(*waits, self.idle_timeout_s, self.pause_wait_s) <= 0:
+        if min(*waits, self.idle_timeout_s, self.pause_wait_s, self.upstream_grace_s) <= 0:
             raise ValueError(
-                "register_retry_s, register_wait_s, send_timeout_s, idle_timeout_s and "
-                "pause_wait_s must be > 0"
+                "register_retry_s, register_wait_s, send_timeout_s, idle_timeout_s, "
+                "pause_wait_s and upstream_grace_s must be > 0"
             )
 
     @classmethod

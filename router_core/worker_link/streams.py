@@ -80,6 +80,8 @@ class ResponseStream:
         "lost_cause",
         "output_gap",
         "rid",
+        "rows",
+        "suspect",
         "updated_at",
     )
 
@@ -96,6 +98,12 @@ class ResponseStream:
         #: Why the stream ended as lost to a fault (a lost abort's ``err_type``); None if
         #: it did not. The engine may still be generating for it, so it is aborted there.
         self.lost_cause: str | None = None
+        #: Rows received (0: not producing yet, e.g. still queued in the engine).
+        self.rows = 0
+        #: ``(since, process)`` once an output-path process restarted while this stream
+        #: was producing: if no row comes after ``since`` within the grace, its rows died
+        #: with that process (None otherwise).
+        self.suspect: tuple[float, str] | None = None
         #: Output tokens the text rows so far covered.
         self._tokens = 0
         self._rows: deque[OutputRow] = deque()
@@ -107,6 +115,7 @@ class ResponseStream:
         if self.finished:
             return False
         self.updated_at = time.monotonic()
+        self.rows += 1
         reasons = row.finished_reasons
         reason = reasons[0] if reasons else None
         # Written out, not called: this runs for every row.

@@ -15,8 +15,10 @@ from router_core.endpoints import DETOK_ROUTER_STATE_FILE, DetokenizerRouterEndp
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     UsageError,
+    add_beacon_flag,
     add_common_flags,
     add_state_file_flag,
+    beacon_endpoint,
     checked_endpoint,
     positive_int,
     run_dir,
@@ -43,6 +45,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--control-endpoint", help="ROUTER bound for control commands")
     add_settings_flags(parser, DetokenizerRouterSettings)
     add_state_file_flag(parser, DETOK_ROUTER_STATE_FILE, "the worker-to-detokenizer assignments")
+    add_beacon_flag(parser)
 
 
 def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
@@ -74,7 +77,13 @@ def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
         ),
     )
     saved = state_file(args, directory, DETOK_ROUTER_STATE_FILE)
-    return loop_settings(DetokenizerRouterSettings, args, endpoints=endpoints, state_file=saved)
+    return loop_settings(
+        DetokenizerRouterSettings,
+        args,
+        endpoints=endpoints,
+        state_file=saved,
+        router_workers=beacon_endpoint(args, directory),
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -219,6 +219,30 @@ def checked_endpoint(
         raise UsageError(str(exc)) from exc
 
 
+def add_beacon_flag(parser: argparse.ArgumentParser) -> None:
+    """``--router-workers-endpoint``: where an output-path process says its incarnation."""
+    parser.add_argument(
+        "--router-workers-endpoint",
+        help="the tokenizer router's workers PULL, told this process's incarnation each "
+        "second so the workers notice a restart (default: in --run-dir; none without one)",
+    )
+
+
+def beacon_endpoint(args: argparse.Namespace, directory: str | None) -> str | None:
+    """``--router-workers-endpoint``, else the run directory's, else None (no beacon)."""
+    from router_core.endpoints import RouterEndpoints
+
+    default = RouterEndpoints.in_run_dir(directory).workers if directory else None
+    if args.router_workers_endpoint is None and default is None:
+        return None
+    return checked_endpoint(
+        args.router_workers_endpoint,
+        default,
+        "--router-workers-endpoint",
+        allow_remote=args.allow_remote,
+    )
+
+
 def log_format(who: str = "%(name)s") -> str:
     """Every process's log line: time, level, ``who`` (the logger's name) and the pid."""
     return f"%(asctime)s %(levelname)s {who}[%(process)d]: %(message)s"

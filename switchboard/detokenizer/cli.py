@@ -13,8 +13,10 @@ from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     UsageError,
+    add_beacon_flag,
     add_common_flags,
     add_outputs_via_flag,
+    beacon_endpoint,
     checked_endpoint,
     positive_int,
     run_dir,
@@ -39,6 +41,7 @@ def add_parser(sub: Any) -> None:
         parser, "direct: send text straight to the workers; router: through the tokenizer router"
     )
     parser.add_argument("--outputs-endpoint", help="the router's outputs (default: run dir)")
+    add_beacon_flag(parser)
     parser.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
     add_settings_flags(parser, DetokenizerSettings)
 
@@ -70,6 +73,7 @@ def build(args: argparse.Namespace) -> Detokenizer:
         endpoint=endpoint,
         outputs_to="router" if args.outputs_via == "router" else "workers",
         router_outputs=router_outputs,
+        router_workers=beacon_endpoint(args, directory),
         tokenizer=tokenizer,
     )
     return Detokenizer(settings)

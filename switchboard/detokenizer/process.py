@@ -35,8 +35,9 @@ from collections.abc import Sequence
 import zmq
 
 from router_core import tracing
+from router_core.beacon import IncarnationBeacon
 from router_core.counters import Counters
-from router_core.destinations import DestinationSet
+from router_core.destinations import Destination, DestinationSet
 from router_core.inbound import Handler, drain
 from router_core.loop import LoopResources, PollLoop
 from router_core.transport import FrameLike
@@ -86,6 +87,9 @@ class Detokenizer:
         self._next_evict = 0.0
         self._export: CounterExport | None = None
         self._next_export = 0.0
+        #: This incarnation, told to the tokenizer router each second (when it has one).
+        self._beacon = IncarnationBeacon(f"detokenizer-{settings.index}")
+        self._beacon_to: Destination | None = None
         self._handlers: dict[Kind, Handler] = {
             Kind.TOKEN_BATCH: self._on_tokens,
             Kind.EMBEDDING_BATCH: self._pass_through,
@@ -132,6 +136,10 @@ class Detokenizer:
                 destinations = resources.destinations()
                 destinations.max_destinations = settings.max_destinations
                 self._destinations = destinations
+                if settings.router_workers is not None:  # a set of its own: never idle-closed
+                    self._beacon_to = resources.destinations().get(
+                        "router-workers", settings.router_workers
+                    )
                 inbound = resources.bind(zmq.PULL, settings.endpoint)
                 self._loop.watch(inbound, lambda: drain(inbound, self._handle, self.counters))
                 logger.info(
@@ -155,6 +163,11 @@ class Detokenizer:
             assert self._export is not None
             self._export.sync(self.counters)
             self._next_export = now + SYNC_INTERVAL_S
+        if self._beacon_to is not None:
+            beacon = self._beacon.due(now)
+            if beacon is not None and self._beacon_to.send(beacon):
+                self.counters.add("beacons", "sent")
+            return min(self._next_evict, self._next_export, self._beacon.next_due())
         return min(self._next_evict, self._next_export)
 
     def _close_idle_destinations(self, now: float) -> None:

@@ -31,6 +31,9 @@ class DetokenizerSettings:
     outputs_to: OutputsTo = "workers"
     #: The tokenizer router's ``outputs``; required when ``outputs_to == "router"``.
     router_outputs: str | None = None
+    #: The tokenizer router's workers endpoint, told this detokenizer's incarnation each
+    #: second (None: no beacon).
+    router_workers: str | None = None
     #: A loaded tokenizer; None loads the built-in default in :meth:`Detokenizer.run`.
     tokenizer: Tokenizer | None = None
     hwm: int = DEFAULT_HWM

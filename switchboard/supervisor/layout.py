@@ -176,6 +176,7 @@ def stack_layout(
             *("--graceful-timeout-s", repr(settings.graceful_timeout_s)),
             *("--idle-timeout-s", repr(settings.idle_timeout_s)),
             *("--pause-wait-s", repr(settings.pause_wait_s)),
+            *("--upstream-grace-s", repr(settings.upstream_grace_s)),
             *tokenizer,
             *remote,
         )

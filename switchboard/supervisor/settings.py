@@ -177,6 +177,12 @@ class StackSettings(BaseSettings):
         description="seconds a request may go without output while not paused before its "
         "worker ends it with a 503 (the bound on a request whose last output was lost)",
     )
+    upstream_grace_s: float = Field(
+        _link_default("upstream_grace_s"),
+        gt=0,
+        description="seconds a request that was producing may go without output after a "
+        "detokenizer (router) restart before its worker ends it with a 503 (rows_lost)",
+    )
     pause_wait_s: float = Field(
         _link_default("pause_wait_s"),
         gt=0,

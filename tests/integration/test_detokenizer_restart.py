@@ -69,6 +69,9 @@ ABORT_KINDS = {
     "output rows were lost between the engine and this worker": "worker: rows lost",
     "output rows came twice or out of order between the engine": "worker: overlap",
     "no output for": "worker: idle timeout",
+    "detokenizer-router restarted and no output came": "worker: upstream restart",
+    "detokenizer-0 restarted and no output came": "worker: upstream restart",
+    "detokenizer-1 restarted and no output came": "worker: upstream restart",
 }
 
 

@@ -23,6 +23,7 @@ from router_core.wire.control import (
     LoadSnapshot,
     PauseContinueBroadcast,
     RegistrationReply,
+    UpstreamIncarnation,
 )
 from router_core.wire.finish import lost_reason
 from router_core.wire.outputs import BatchStrOutput
@@ -161,20 +162,23 @@ class TestFrameRules:
 
 
 class TestControlTable:
-    def test_the_table_handles_exactly_the_five_control_payloads(self, harness: Harness) -> None:
-        """Registration replies, pause broadcasts, drains, loads and freeze-GC, by type."""
+    def test_the_table_handles_exactly_the_six_control_payloads(self, harness: Harness) -> None:
+        """Registration replies, pause broadcasts, drains, loads, freeze-GC and upstream
+        incarnations, by type."""
         assert set(harness.dispatch.payload_handlers) == {
             RegistrationReply,
             PauseContinueBroadcast,
             DrainCommand,
             LoadSnapshot,
             FreezeGC,
+            UpstreamIncarnation,
         }
         kinds = handlers_by_kind(harness.dispatch.payload_handlers)
         assert set(kinds) == {
             Kind.REGISTER_REPLY,
             Kind.PAUSE_BROADCAST,
             Kind.DRAIN,
+            Kind.UPSTREAM,
             Kind.LOAD,
             Kind.FREEZE_GC,
         }

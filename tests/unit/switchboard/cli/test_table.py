@@ -266,6 +266,7 @@ class TestDefaults:
         ) == DetokenizerRouterSettings(
             endpoints=DetokenizerRouterEndpoints.in_run_dir(run_dir, 1),
             state_file=str(tmp_path / DETOK_ROUTER_STATE_FILE),
+            router_workers=RouterEndpoints.in_run_dir(run_dir).workers,  # its beacon's
         )
         worker = worker_cli.settings(parse("worker", "--run-dir", run_dir, "--worker-id", "w0"))
         assert worker == WorkerSettings(
