@@ -25,7 +25,7 @@ import psutil
 import pytest
 import zmq
 
-from router_core.endpoints import DetokenizerRouterEndpoints
+from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
 from router_core.wire.codec import frame_batch
 from router_core.wire.outputs import BatchTokenIDOutput
 from switchboard.supervisor.metrics_dir import ARCHIVE, FOLDED_KINDS
@@ -105,6 +105,9 @@ class TestDetokenizerSockets:
         """Workers with open requests keep their sockets even when gone; once their
         requests end, every socket closes within the idle bound, descriptors return to
         their count before any worker, and at most the backlog per worker was queued."""
+        # Where the detokenizer's beacon goes (the router's workers socket, outside this
+        # claim): bound, so its one connection is steady while descriptors are counted.
+        beacons = sockets.bound(zmq.PULL, RouterEndpoints.in_run_dir(stack.run_dir).workers)
         detokenizer = stack.start_detokenizer(
             0,
             1,
@@ -113,6 +116,8 @@ class TestDetokenizerSockets:
             f"--backlog={BACKLOG}",
         )
         endpoint = DetokenizerRouterEndpoints.in_run_dir(stack.run_dir, 1).detokenizers[0]
+        assert beacons.poll(15_000), "the detokenizer sent no beacon"  # its socket is up
+        beacons.recv_multipart()
         bare = open_fds(detokenizer.pid)
         feed = sockets.connected(zmq.PUSH, endpoint)
         # The detokenizer holds the feed's connection from now on; count from there.
