@@ -35,16 +35,20 @@ ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
 ReplyT = TypeVar("ReplyT")
 
 
-#: How much longer than a command's own ``timeout_s`` a client waits for its reply.
-_REPLY_MARGIN_S = 2.0
+#: How much longer than a command's own ``timeout_s`` a client waits for its reply: the
+#: router answers a barrier at its deadline, so this covers only the trip back.
+_REPLY_MARGIN_S = 1.0
 
 
 def _reply_timeout(default: float, explicit: float | None, args: dict[str, Any]) -> float:
-    limit = default if explicit is None else explicit
+    """How long to wait for a reply: a command with its own ``timeout_s`` (a barrier) is
+    answered by then, so the caller waits that and the margin, no longer, whatever the
+    client's default (a router that died with the command must not hold its caller to a
+    longer read timeout); any other command waits ``explicit`` or the default."""
     inner = args.get("timeout_s")
     if isinstance(inner, int | float) and not isinstance(inner, bool):
-        limit = max(limit, float(inner) + _REPLY_MARGIN_S)
-    return limit
+        return float(inner) + _REPLY_MARGIN_S
+    return default if explicit is None else explicit
 
 
 def _request(request_id: int, command: str, args: dict[str, Any], limit_s: float) -> ControlRequest:
