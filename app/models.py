@@ -44,7 +44,10 @@ __all__ = [
     "WorkerState",
 ]
 
-WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "dead"]
+#: ``unresponsive``: registered but silent for over half the heartbeat timeout.
+WorkerState = Literal[
+    "starting", "serving", "paused", "draining", "drained", "unresponsive", "dead"
+]
 #: :data:`app.catalogue.PAUSE_MODES` as a type.
 PauseMode = Literal["abort", "retract", "in_place"]
 ErrorCode = Literal[

@@ -38,6 +38,8 @@ ALLOWED_TRANSITIONS: Final[dict[WorkerState, frozenset[WorkerState]]] = {
     "paused": frozenset({"serving", "draining", "drained", "dead"}),
     "draining": frozenset({"drained", "serving", "paused", "dead"}),
     "drained": frozenset({"serving", "paused", "draining", "dead"}),
+    # Only ever shown (WorkerRecord.shown_state), never stored.
+    "unresponsive": frozenset(),
     "dead": frozenset(),
 }
 
@@ -67,8 +69,17 @@ class WorkerRecord:
     drain_command: Literal["drain", "undrain"] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def view(self, now: float, wall_now: float) -> WorkerView:
-        """The worker as control replies show it.
+    def shown_state(self, now: float, unresponsive_after_s: float | None) -> WorkerState:
+        """The state views show: ``unresponsive`` once silent longer than
+        ``unresponsive_after_s`` (None: never), else the stored one."""
+        if unresponsive_after_s is not None and now - self.last_seen > unresponsive_after_s:
+            return "unresponsive"
+        return self.state
+
+    def view(
+        self, now: float, wall_now: float, unresponsive_after_s: float | None = None
+    ) -> WorkerView:
+        """The worker as control replies show it (see :meth:`shown_state`).
 
         ``now`` is the monotonic clock; ``wall_now`` the Unix time at the same instant,
         used to give ``registered_at`` and ``last_heartbeat_at`` as Unix seconds.
@@ -81,7 +92,7 @@ class WorkerRecord:
             host=self.host,
             version=self.version,
             started_ns=self.started_ns,
-            state=self.state,
+            state=self.shown_state(now, unresponsive_after_s),
             inflight=self.inflight,
             heartbeats=self.heartbeats,
             last_seen_s_ago=round(now - self.last_seen, 3),
@@ -125,6 +136,8 @@ class WorkerRegistry:
         if heartbeat_timeout_s <= 0 or departed_ttl_s < 0:
             raise ValueError("heartbeat_timeout_s must be positive, departed_ttl_s >= 0")
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        #: Silence after which a worker is shown ``unresponsive``: half the timeout.
+        self.unresponsive_after_s = heartbeat_timeout_s / 2
         self.departed_ttl_s = departed_ttl_s
         self._by_id: dict[str, WorkerRecord] = {}
         self._by_address: dict[str, WorkerRecord] = {}

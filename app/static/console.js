@@ -25,7 +25,7 @@
  *   engine-actions     the engine panel's actions: <name>-button for each (freeze-gc-button)
  *   workers            the <table>; worker-count, workers-empty
  *   worker-row-<id>    <tr> with data-state = starting | serving | paused | draining |
- *                      drained | dead
+ *                      drained | unresponsive | dead
  *   state-<id>, inflight-<id>, heartbeat-<id>, requests-<id>
  *   spark-<id>         <canvas>, rows received per second over the last 60 s;
  *                      data-rate = the latest rate

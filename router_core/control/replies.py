@@ -35,7 +35,11 @@ __all__ = [
 ]
 
 #: A worker's state in the router's registry; ``dead`` only for a departed worker.
-WorkerState = Literal["starting", "serving", "paused", "draining", "drained", "dead"]
+#: ``unresponsive``: registered, but silent for more than half the heartbeat timeout
+#: (shown, never stored: the next heartbeat ends it, the timeout makes it ``dead``).
+WorkerState = Literal[
+    "starting", "serving", "paused", "draining", "drained", "unresponsive", "dead"
+]
 
 #: What a barrier operation does.
 PauseAction = Literal["pause", "continue"]

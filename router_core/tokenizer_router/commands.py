@@ -102,7 +102,7 @@ def drain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instan
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}")
     core.drain_marks.mark(record.worker_id)
     effects = [core.persist(), _drain_message(record, drain=True)]
-    return Handled(record.view(at.mono, at.wall), effects)
+    return Handled(record.view(at.mono, at.wall, core.registry.unresponsive_after_s), effects)
 
 
 def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
@@ -113,7 +113,7 @@ def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Inst
         raise ControlError(ErrorCode.CONFLICT, f"{args.worker_id} is {record.state}, not draining")
     core.drain_marks.unmark(record.worker_id)
     effects = [core.persist(), _drain_message(record, drain=False)]
-    return Handled(record.view(at.mono, at.wall), effects)
+    return Handled(record.view(at.mono, at.wall, core.registry.unresponsive_after_s), effects)
 
 
 def load(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:

@@ -61,7 +61,10 @@ class RouterView:
 
     def workers(self, at: Instant, *, include_departed: bool = False) -> list[WorkerView]:
         """Every registered worker, then (with ``include_departed``) those that left lately."""
-        views = [record.view(at.mono, at.wall) for record in self._registry.workers()]
+        views = [
+            record.view(at.mono, at.wall, self._registry.unresponsive_after_s)
+            for record in self._registry.workers()
+        ]
         if include_departed:
             views += [d.view(at.mono, at.wall) for d in self._registry.departed(at.mono)]
         return views
@@ -70,7 +73,7 @@ class RouterView:
         """One worker, registered or departed lately (``dead``); None if neither."""
         record = self._registry.get(worker_id)
         if record is not None:
-            return record.view(at.mono, at.wall)
+            return record.view(at.mono, at.wall, self._registry.unresponsive_after_s)
         for departure in self._registry.departed(at.mono):
             if departure.record.worker_id == worker_id:
                 return departure.view(at.mono, at.wall)
@@ -87,7 +90,8 @@ class RouterView:
         """Counters, registry summary, pause state and backlogs, for ``status``."""
         states: dict[str, int] = {}
         for record in self._registry.workers():
-            states[record.state] = states.get(record.state, 0) + 1
+            shown = record.shown_state(at.mono, self._registry.unresponsive_after_s)
+            states[shown] = states.get(shown, 0) + 1
         state = self._pause.state
         return RouterStatus(
             role="tokenizer_router",

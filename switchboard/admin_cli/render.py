@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 #: Worker states in lifecycle order, for counts and summaries.
-STATE_ORDER = ("starting", "serving", "paused", "draining", "drained", "dead")
+STATE_ORDER = ("starting", "serving", "paused", "draining", "drained", "unresponsive", "dead")
 #: Beyond this many acknowledgements an operations table names a few and counts the rest.
 ACKED_SHOWN = 4
 

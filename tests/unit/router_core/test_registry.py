@@ -29,9 +29,25 @@ class TestTransitions:
             assert targets <= set(STATES)
 
     def test_dead_is_terminal(self) -> None:
-        """Nothing leaves ``dead``, and every live state can reach it."""
+        """Nothing leaves ``dead``, and every stored live state can reach it
+        (``unresponsive`` is only shown, never stored: no transition has it)."""
         assert ALLOWED_TRANSITIONS["dead"] == frozenset()
-        assert all("dead" in ALLOWED_TRANSITIONS[s] for s in STATES if s != "dead")
+        assert ALLOWED_TRANSITIONS["unresponsive"] == frozenset()
+        stored = [s for s in STATES if s not in ("dead", "unresponsive")]
+        assert all("dead" in ALLOWED_TRANSITIONS[s] for s in stored)
+        assert not any("unresponsive" in targets for targets in ALLOWED_TRANSITIONS.values())
+
+    def test_a_silent_worker_is_shown_unresponsive_until_it_speaks(self) -> None:
+        """Past half the heartbeat timeout a registered worker is shown unresponsive (its
+        stored state unchanged); a heartbeat shows it as it was."""
+        registry = WorkerRegistry(heartbeat_timeout_s=4.0)
+        record = record_in("serving")
+        record.last_seen = 10.0
+        assert record.view(11.9, 0.0, registry.unresponsive_after_s).state == "serving"
+        assert record.view(12.1, 0.0, registry.unresponsive_after_s).state == "unresponsive"
+        assert record.state == "serving"
+        record.last_seen = 12.1
+        assert record.view(12.2, 0.0, registry.unresponsive_after_s).state == "serving"
 
     @pytest.mark.parametrize(("old", "new"), _pairs(allowed=True))
     def test_allowed_transition_moves(self, old: WorkerState, new: WorkerState) -> None:
