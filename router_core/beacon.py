@@ -16,10 +16,13 @@ from router_core.wire import Kind, frame_message
 from router_core.wire.codec import Frames
 from router_core.wire.control import UpstreamIncarnation
 
-__all__ = ["BEACON_INTERVAL_S", "IncarnationBeacon"]
+__all__ = ["BEACON_INTERVAL_S", "MAX_UPSTREAM_PROCESSES", "IncarnationBeacon"]
 
 #: Seconds between beacons: how soon after a restart the workers can know of it.
 BEACON_INTERVAL_S: Final = 1.0
+
+#: Output-path processes a router or a worker remembers at most.
+MAX_UPSTREAM_PROCESSES: Final = 256
 
 
 class IncarnationBeacon:
@@ -36,7 +39,10 @@ class IncarnationBeacon:
         self._next = 0.0
 
     def due(self, now: float) -> Frames | None:
-        """The message to send if one is due at ``now`` (monotonic seconds), else None."""
+        """The message to send if one is due at ``now`` (monotonic seconds), else None.
+
+        A sender skips a due beacon while its socket has a backlog (the router is away):
+        beacons repeat, so the next one replaces it rather than queueing behind it."""
         if now < self._next:
             return None
         self._next = now + self.interval_s

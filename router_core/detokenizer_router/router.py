@@ -101,7 +101,7 @@ class DetokenizerRouter:
         if self._beacon_to is None:
             return None
         beacon = self._beacon.due(now)
-        if beacon is not None and self._beacon_to.send(beacon):
+        if beacon is not None and not self._beacon_to.backlog and self._beacon_to.send(beacon):
             self.counters.add("beacons", "sent")
         return self._beacon.next_due()
 

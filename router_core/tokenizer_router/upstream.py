@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
+from router_core.beacon import MAX_UPSTREAM_PROCESSES
 from router_core.counters import Counters
 from router_core.registry import WorkerRecord, WorkerRegistry
 from router_core.tokenizer_router.effects import Effect, Instant, Send
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_UPSTREAM_PROCESSES", "UpstreamIncarnations"]
 
-#: Output-path processes remembered at most (a detokenizer router and its detokenizers).
-MAX_UPSTREAM_PROCESSES: Final = 256
 #: Longest process name accepted (``detokenizer-<j>``).
 MAX_PROCESS_NAME: Final = 64
 

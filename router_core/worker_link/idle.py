@@ -28,7 +28,7 @@ from router_core.wire.finish import lost_reason
 from router_core.worker_link.session import WorkerSession
 from router_core.worker_link.streams import ROWS_LOST_CAUSE, ResponseStream
 
-__all__ = ["IDLE_CAUSE", "end_idle_streams", "watch_idle"]
+__all__ = ["IDLE_CAUSE", "end_idle_streams", "suspect_streams", "watch_idle"]
 
 #: The ``err_type`` of a request ended by the idle bound.
 IDLE_CAUSE: Final = "idle_timeout"
@@ -52,7 +52,7 @@ def end_idle_streams(
     now: float,
     idle_timeout_s: float,
     paused: bool,
-    grace_s: float = 5.0,
+    grace_s: float,
 ) -> list[ResponseStream]:
     """End every unfinished stream idle past ``idle_timeout_s``, and every suspect one
     (:func:`suspect_streams`) that got no row within ``grace_s`` of the restart; return
@@ -97,7 +97,7 @@ async def watch_idle(
     counters: Counters,
     *,
     idle_timeout_s: float,
-    grace_s: float = 5.0,
+    grace_s: float,
 ) -> None:
     """Run :func:`end_idle_streams` over a link's open streams a few times per bound,
     forever (the link cancels it), counting what it ends as ``lost_requests``. Each ended

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from router_core.beacon import MAX_UPSTREAM_PROCESSES
 from router_core.wire import Kind
 from router_core.wire.codec import Frames, frame_message
 from router_core.wire.control import (
@@ -35,9 +36,6 @@ from router_core.wire.control import (
 )
 
 __all__ = ["WorkerIdentity", "WorkerSession"]
-
-#: Output-path processes remembered at most.
-MAX_UPSTREAM_PROCESSES: Final = 256
 
 #: The heartbeat interval used until the router's reply names one.
 DEFAULT_HEARTBEAT_INTERVAL_S: Final = 1.0

@@ -165,7 +165,8 @@ class Detokenizer:
             self._next_export = now + SYNC_INTERVAL_S
         if self._beacon_to is not None:
             beacon = self._beacon.due(now)
-            if beacon is not None and self._beacon_to.send(beacon):
+            to = self._beacon_to
+            if beacon is not None and not to.backlog and to.send(beacon):
                 self.counters.add("beacons", "sent")
             return min(self._next_evict, self._next_export, self._beacon.next_due())
         return min(self._next_evict, self._next_export)

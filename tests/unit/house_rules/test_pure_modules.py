@@ -31,6 +31,8 @@ PURE_MODULES = (
     "router_core/worker_link/outcomes.py",
     "router_core/worker_link/streams.py",
     "router_core/worker_link/timer.py",
+    "router_core/worker_link/idle.py",
+    "router_core/beacon.py",
     "switchboard/supervisor/layout.py",
     # The tokenizer router's core: handlers take decoded messages and return effects.
     "router_core/tokenizer_router/backward.py",
@@ -42,6 +44,8 @@ PURE_MODULES = (
     "router_core/tokenizer_router/pause.py",
     "router_core/tokenizer_router/registration.py",
     "router_core/tokenizer_router/view.py",
+    "router_core/tokenizer_router/upstream.py",
+    "router_core/tokenizer_router/durable.py",
 )
 
 
