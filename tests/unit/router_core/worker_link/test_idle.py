@@ -19,7 +19,9 @@ def stream_at(rid: str, updated_at: float) -> ResponseStream:
 class TestIdleBound:
     def test_only_streams_idle_past_the_bound_end(self) -> None:
         old, fresh = stream_at("old", 0.0), stream_at("fresh", 95.0)
-        ended = end_idle_streams([old, fresh], now=100.0, idle_timeout_s=60.0, paused=False)
+        ended = end_idle_streams(
+            [old, fresh], now=100.0, idle_timeout_s=60.0, paused=False, grace_s=5.0
+        )
         assert ended == [old]
         assert old.finished and not fresh.finished
         (row,) = old.take_ready()
@@ -30,14 +32,23 @@ class TestIdleBound:
     def test_a_pause_restarts_every_clock(self) -> None:
         """Paused for longer than the bound: nothing ends, and the clocks start again."""
         stream = stream_at("held", 0.0)
-        assert end_idle_streams([stream], now=500.0, idle_timeout_s=60.0, paused=True) == []
+        assert (
+            end_idle_streams([stream], now=500.0, idle_timeout_s=60.0, paused=True, grace_s=5.0)
+            == []
+        )
         assert stream.updated_at == 500.0
-        assert end_idle_streams([stream], now=520.0, idle_timeout_s=60.0, paused=False) == []
+        assert (
+            end_idle_streams([stream], now=520.0, idle_timeout_s=60.0, paused=False, grace_s=5.0)
+            == []
+        )
 
     def test_finished_streams_are_left_alone(self) -> None:
         stream = stream_at("done", 0.0)
         stream.close({"type": "length", "length": 1})
-        assert end_idle_streams([stream], now=999.0, idle_timeout_s=1.0, paused=False) == []
+        assert (
+            end_idle_streams([stream], now=999.0, idle_timeout_s=1.0, paused=False, grace_s=5.0)
+            == []
+        )
 
 
 class TestRequestLost:
