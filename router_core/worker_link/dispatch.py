@@ -246,6 +246,11 @@ class InboundDispatch:
         self._answer(replies)
         if self._session.router_restarts != restarts:
             self._counters.add("router_restarts", "seen")
+            # With outputs through the router, rows died with it too: a producing stream
+            # must show a row within the grace, as after any output-path restart.
+            suspect_streams(
+                self._streams.values(), now=time.monotonic(), process="tokenizer-router"
+            )
             if self._on_router_restart is not None:
                 self._on_router_restart()
 
