@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
 from switchboard.text import Tokenizer
@@ -19,7 +20,7 @@ from switchboard.worker import native, openai_api
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
 from switchboard.worker.metrics import Metrics, worker_metrics
-from switchboard.worker.middleware import AssumeJson, BodySizeLimit
+from switchboard.worker.middleware import AssumeJson, body_too_large
 from switchboard.worker.observe import install_observers, outputs_observer
 from switchboard.worker.settings import WorkerSettings
 
@@ -76,7 +77,9 @@ def create_app(
     install_error_handlers(app, link.counters, settings.retry_after_s, metrics)
     app.add_middleware(AssumeJson)
     app.add_middleware(
-        BodySizeLimit, max_bytes=settings.max_body_bytes, counters=link.counters, metrics=metrics
+        BodySizeLimit,
+        max_bytes=settings.max_body_bytes,
+        refusal=body_too_large(link.counters, metrics),
     )
     app.include_router(native.router)
     app.include_router(openai_api.router)

@@ -1,16 +1,18 @@
-"""Plain ASGI middleware for request bodies: a size limit, and JSON by default.
-
-Neither buffers a body itself, so streaming responses pass through untouched.
+"""The worker's request-body middleware: JSON by default, and its answer to a body over the
+size limit (the limit itself is :class:`httpkit.body_limit.BodySizeLimit`).
 """
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from httpkit.body_limit import Refusal
 from router_core.counters import Counters
+from switchboard.worker.errors import error_body
 from switchboard.worker.metrics import NO_METRICS, Metrics
 
-__all__ = ["AssumeJson", "BodySizeLimit"]
+__all__ = ["AssumeJson", "body_too_large"]
 
 #: Content types a client sends when it did not say what it sends (``curl -d`` does this).
 _UNDECLARED = (b"", b"application/x-www-form-urlencoded")
@@ -36,68 +38,15 @@ class AssumeJson:
         await self.app(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+def body_too_large(counters: Counters, metrics: Metrics = NO_METRICS) -> Refusal:
+    """The worker's answer to a body over the limit, for
+    :class:`~httpkit.body_limit.BodySizeLimit`: 413 in the worker's error shape, counted in
+    ``counters`` and ``metrics`` as ``body_too_large``."""
 
+    def refuse(max_bytes: int) -> Response:
+        counters.add("http_rejected", "body_too_large")
+        metrics.bad_request("body_too_large")
+        message = f"request body exceeds {max_bytes} bytes"
+        return JSONResponse(error_body(message, "invalid_request_error", 413), status_code=413)
 
-class BodySizeLimit:
-    """Answer 413 to a request whose body exceeds ``max_bytes`` (declared or streamed),
-    counted in ``counters`` and ``metrics`` as ``body_too_large``."""
-
-    def __init__(
-        self, app: ASGIApp, *, max_bytes: int, counters: Counters, metrics: Metrics = NO_METRICS
-    ) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.counters = counters
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
-            return
-        received = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send)
-
-    async def _refuse(self, send: Send) -> None:
-        self.counters.add("http_rejected", "body_too_large")
-        self.metrics.bad_request("body_too_large")
-        body = (
-            b'{"error":{"message":"request body exceeds %d bytes","type":'
-            b'"invalid_request_error","param":null,"code":413}}' % self.max_bytes
-        )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+    return refuse
