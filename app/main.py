@@ -4,8 +4,10 @@ Nothing happens before startup: the lifespan connects one
 :class:`~router_core.control.AsyncControlClient` to the router (and one to the
 detokenizer router when its endpoint is set, for ``/metrics``), starts the one
 :class:`~app.poller.EventPoller` task feeding the :class:`~app.events.EventHub`, and on
-shutdown ends every event stream, stops the poller and closes the clients. With tracing
-set up before :func:`create_app`, every request gets an ``admin <METHOD> <route>`` span.
+shutdown ends every event stream, stops the poller and closes the clients. A request
+body over ``settings.max_body_bytes`` is answered 413 before the app reads it
+(:class:`~httpkit.body_limit.BodySizeLimit`). With tracing set up before
+:func:`create_app`, every request gets an ``admin <METHOD> <route>`` span.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from app import routers
-from app.errors import install_error_handlers
+from app.errors import ApiException, install_error_handlers
 from app.events import EventHub
 from app.metrics import HostMetrics
 from app.poller import EventPoller
 from app.router_api import RouterApi
 from app.settings import AdminSettings
 from app.state import AdminState
+from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates, ServerSpans
 from router_core import tracing
 from router_core.control import AsyncControlClient
@@ -39,7 +43,9 @@ Operate a Switchboard stack: workers and their registration state, the pause/con
 barrier across every worker and the engine, drain, engine load and a live event stream.
 
 Send `Authorization: Bearer <token>`: a viewer's token for reads, an operator's for
-everything. Every error answers `{"error": {"code": "...", "message": "..."}}`."""
+everything. Every error answers `{"error": {"code": "...", "message": "..."}}`. A request
+body over the app's limit (1 MiB by default, `SWITCHBOARD_ADMIN_MAX_BODY_BYTES`) is
+answered 413, no more of it read than the limit."""
 
 
 def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
@@ -64,6 +70,12 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
         return app.openapi_schema
 
     return build
+
+
+def _body_too_large(max_bytes: int) -> JSONResponse:
+    """The answer to a body over the limit, in the app's one error shape: code
+    ``bad_request`` (the error codes have none of its own), status 413."""
+    return ApiException(413, "bad_request", f"request body exceeds {max_bytes} bytes").response()
 
 
 def create_app(settings: AdminSettings) -> FastAPI:
@@ -133,6 +145,8 @@ def create_app(settings: AdminSettings) -> FastAPI:
         StaticFiles(directory=settings.static_dir, check_dir=False),
         name="static",
     )
+    # Added before the spans, so that a refused body still gets its span.
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, refusal=_body_too_large)
     if tracing.enabled():
         routes = [*app.router.routes, *(r for m in modules for r in m.router.routes)]
         app.add_middleware(ServerSpans, role="admin", routes=RouteTemplates(routes))

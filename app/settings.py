@@ -76,6 +76,14 @@ class AdminSettings(BaseSettings):
     keepalive_s: float = Field(
         default=15.0, gt=0, description="seconds between SSE keep-alive comments"
     )
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=0,
+        description="largest request body accepted, in bytes; a larger one (declared or "
+        "chunked) is answered 413, no more of it read than the limit (the API's bodies are "
+        "a few bytes; 1 MiB still lets a large malformed one, such as deeply nested JSON, "
+        "be answered 400 for what is wrong with it)",
+    )
     static_dir: Path = Field(default=STATIC_DIR, description="the operator console's files")
     version: str = Field(
         default="", description="the admin app's version, as /api/status reports it"
