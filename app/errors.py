@@ -89,6 +89,7 @@ ERROR_RESPONSES: dict[int, str] = {
     403: "forbidden: a viewer token on an operator's endpoint",
     404: "not_found: no such worker",
     409: "conflict: the command does not apply in the worker's current state",
+    413: "body_too_large: the body is over max_body_bytes",
     503: "router_unavailable: the router does not answer; too_many_streams: every "
     "/api/events stream the app serves is open",
 }

@@ -73,9 +73,8 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 
 def _body_too_large(max_bytes: int) -> JSONResponse:
-    """The answer to a body over the limit, in the app's one error shape: code
-    ``bad_request`` (the error codes have none of its own), status 413."""
-    return ApiException(413, "bad_request", f"request body exceeds {max_bytes} bytes").response()
+    """The answer to a body over the limit, in the app's one error shape (413)."""
+    return ApiException(413, "body_too_large", f"request body exceeds {max_bytes} bytes").response()
 
 
 def create_app(settings: AdminSettings) -> FastAPI:

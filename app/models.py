@@ -60,6 +60,7 @@ ErrorCode = Literal[
     "router_unavailable",
     "timeout",
     "too_many_streams",
+    "body_too_large",
 ]
 
 #: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``). Strict:

@@ -65,10 +65,12 @@ def _sampling(body: CompletionBody) -> SamplingParams:
         min_new_tokens=body.min_tokens,
         temperature=1.0 if body.temperature is None else body.temperature,
         top_p=1.0 if body.top_p is None else body.top_p,
+        top_k=body.top_k,
         stop=stop,
         stop_token_ids=list(body.stop_token_ids or []),
         ignore_eos=body.ignore_eos,
         skip_special_tokens=body.skip_special_tokens,
+        spaces_between_special_tokens=body.spaces_between_special_tokens,
         no_stop_trim=body.no_stop_trim,
         seed=body.seed,
     )

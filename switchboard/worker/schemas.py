@@ -257,14 +257,14 @@ class CompletionBody(_Body):
     logit_bias: Annotated[dict[str, float], Field(description="accepted and ignored")] = {}
     suffix: Annotated[str | None, NotSupported("a suffix (insertion)")] = None
     top_k: Annotated[
-        int, Field(ge=-1, le=INT32_MAX, description="SGLang's; accepted and ignored")
+        int, Field(ge=-1, le=INT32_MAX, description="SGLang's; passed to the engine")
     ] = -1
     min_p: Annotated[float, Field(ge=0, le=1, description="SGLang's; accepted and ignored")] = 0.0
     repetition_penalty: Annotated[
         float, Field(gt=0, le=2, description="SGLang's; accepted and ignored")
     ] = 1.0
     spaces_between_special_tokens: Annotated[
-        bool, Field(description="SGLang's; accepted and ignored")
+        bool, Field(description="SGLang's; passed to the engine and the detokenizer")
     ] = True
     priority: Annotated[int | None, Field(description="SGLang's; accepted and ignored")] = None
     stop_regex: Annotated[str | list[str] | None, NotSupported("stop regexes")] = None

@@ -59,7 +59,7 @@ def assert_refused(answer: httpx.Response, limit: int) -> None:
     """``answer`` is the app's 413: its one error shape, naming the limit."""
     assert answer.status_code == 413
     assert answer.json() == {
-        "error": {"code": "bad_request", "message": f"request body exceeds {limit} bytes"}
+        "error": {"code": "body_too_large", "message": f"request body exceeds {limit} bytes"}
     }
 
 
