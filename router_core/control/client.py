@@ -46,8 +46,9 @@ def _reply_timeout(default: float, explicit: float | None, args: dict[str, Any])
     client's default (a router that died with the command must not hold its caller to a
     longer read timeout); any other command waits ``explicit`` or the default."""
     inner = args.get("timeout_s")
-    if isinstance(inner, int | float) and not isinstance(inner, bool):
+    if isinstance(inner, int | float) and not isinstance(inner, bool) and inner > 0:
         return float(inner) + _REPLY_MARGIN_S
+    # No timeout of its own, or one the router will refuse at once (BAD_ARGUMENTS).
     return default if explicit is None else explicit
 
 

@@ -86,6 +86,7 @@ class TestTokenizerRouterMetrics:
             "paused": 0,
             "draining": 0,
             "drained": 0,
+            "unresponsive": 0,
             "dead": 0,
         }
         rows = {row["worker"]: row for row in snapshot["workers"]}

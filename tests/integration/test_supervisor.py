@@ -187,9 +187,10 @@ class TestLifecycle:
         assert supervisor.popen.wait(timeout=60) == 0
         assert os.listdir(stacks.run_dir) == []
 
-    def test_engine_restart_ends_its_lost_streams_with_abort(self, stacks: Stacks) -> None:
-        """A stream whose request died with the engine ends with an abort finish reason
-        (not a hang) once the restarted engine's first load snapshot arrives."""
+    def test_engine_restart_ends_its_lost_streams_with_an_error(self, stacks: Stacks) -> None:
+        """A stream whose request died with the engine ends with an error event naming the
+        cause (not a hang, not a finish) once the restarted engine's first load snapshot
+        arrives."""
         supervisor = stacks.start(
             "--run-dir", str(stacks.run_dir), "--workers", "1", "--step-time", "0.05"
         )
@@ -213,6 +214,7 @@ class TestLifecycle:
         assert not reader.is_alive(), "the stream hung after the engine died"
         assert events[-1] == "data: [DONE]"
         last = json.loads(events[-2].removeprefix("data: "))
-        reason = last["meta_info"]["finish_reason"]
-        assert reason["type"] == "abort" and "restarted" in reason["message"], reason
+        error = last["error"]
+        assert (error["code"], error["cause"]) == (503, "engine_restarted"), error
+        assert "restarted" in error["message"], error
         assert generate(supervisor.url, timeout=10).status_code == 200
