@@ -16,7 +16,6 @@ import contextlib
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import psutil
 from tests.fault.harness.procfs import alive, children_by_role
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import REPO_ROOT, child_env, socket_files, wait_until
+from tests.integration.harness.up_stop import stop_supervisor
 
 __all__ = ["STARTUP_S", "STOP_S", "FaultStack", "StackConfig", "fault_stack"]
 
@@ -185,21 +185,9 @@ def _stop(stack: FaultStack) -> list[str]:
     problems: list[str] = []
     if not stack.supervisor_killed:
         stack.roles()
-    for process in stack.seen.values():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.resume()  # a test that SIGSTOPped a child and failed before SIGCONT
-    if stack.supervisor.poll() is None:
-        stack.supervisor.send_signal(signal.SIGTERM)
-        try:
-            code = stack.supervisor.wait(timeout=STOP_S)
-        except subprocess.TimeoutExpired:
-            stack.supervisor.kill()
-            stack.supervisor.wait()
-            problems.append(f"switchboard up ignored SIGTERM for {STOP_S:.0f} s")
-        else:
-            if code != 0:
-                problems.append(f"switchboard up exited {code} on SIGTERM")
-    elif not stack.supervisor_killed and stack.supervisor.returncode not in (0, None):
+    running = stack.supervisor.poll() is None
+    problems += stop_supervisor(stack.supervisor, stack.seen.values(), STOP_S)
+    if not running and not stack.supervisor_killed and stack.supervisor.returncode != 0:
         problems.append(f"switchboard up had exited {stack.supervisor.returncode}")
     with contextlib.suppress(AssertionError):
         wait_until(lambda: not any(alive(pid) for pid in stack.seen), 15.0, "children gone")

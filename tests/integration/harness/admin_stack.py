@@ -19,7 +19,6 @@ import contextlib
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import pytest
 
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import REPO_ROOT, child_env, socket_files, wait_until
+from tests.integration.harness.up_stop import stop_supervisor
 
 __all__ = ["SERVING_LINE", "AdminStack", "admin_stack"]
 
@@ -195,22 +195,10 @@ def _stop(stack: AdminStack) -> list[str]:
     """SIGTERM the supervisor; what went wrong (exit status, leftover processes)."""
     problems = []
     stack.descendants()
-    # A test that stopped a worker (SIGSTOP) and failed before resuming it must not
-    # turn the drain into a minute-long wait.
-    for process in stack.seen.values():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.resume()
-    if stack.supervisor.poll() is None:
-        stack.supervisor.send_signal(signal.SIGTERM)
-    try:
-        code = stack.supervisor.wait(timeout=STOP_S)
-    except subprocess.TimeoutExpired:
-        stack.supervisor.kill()
-        stack.supervisor.wait()
-        problems.append(f"switchboard up ignored SIGTERM for {STOP_S:.0f} s")
-    else:
-        if code != 0:
-            problems.append(f"switchboard up exited {code} on SIGTERM")
+    exited = stack.supervisor.poll()
+    problems += stop_supervisor(stack.supervisor, stack.seen.values(), STOP_S)
+    if exited not in (None, 0):
+        problems.append(f"switchboard up had exited {exited}")
     leftover = [process for process in stack.seen.values() if not _gone(process)]
     for process in leftover:
         with contextlib.suppress(psutil.NoSuchProcess):
