@@ -109,10 +109,17 @@ def encode(message: ControlRequest | ControlReply) -> bytes:
 
 
 def decode_request(frame: bytes) -> ControlRequest:
-    """Decode a request frame; raises ``msgspec.DecodeError``."""
-    return _REQUEST_DECODER.decode(frame)
+    """Decode a request frame; raises ``msgspec.DecodeError`` for any frame that does
+    not decode, one nested too deeply included (``args`` may hold anything)."""
+    try:
+        return _REQUEST_DECODER.decode(frame)
+    except RecursionError:
+        raise msgspec.DecodeError("the request is nested too deeply") from None
 
 
 def decode_reply(frame: bytes) -> ControlReply:
-    """Decode a reply frame; raises ``msgspec.DecodeError``."""
-    return _REPLY_DECODER.decode(frame)
+    """Decode a reply frame; raises ``msgspec.DecodeError`` (see :func:`decode_request`)."""
+    try:
+        return _REPLY_DECODER.decode(frame)
+    except RecursionError:
+        raise msgspec.DecodeError("the reply is nested too deeply") from None

@@ -130,6 +130,8 @@ def decode_header(frame: bytes | memoryview) -> Header:
         header = _HEADER_DECODER.decode(frame)
     except msgspec.DecodeError as exc:
         raise WireError("bad_header", str(exc)) from exc
+    except RecursionError:  # nested deeper than the decoder goes (skipped extras too)
+        raise WireError("too_deep", "the header is nested too deeply") from None
     check_header(header)
     return header
 
@@ -142,6 +144,8 @@ def decode_payload(kind: Kind, frame: bytes | memoryview) -> msgspec.Struct:
         raise WireError("no_payload", f"{kind.name} carries no payload") from exc
     except msgspec.DecodeError as exc:
         raise WireError("bad_payload", f"{kind.name}: {exc}") from exc
+    except RecursionError:
+        raise WireError("too_deep", f"{kind.name}: the payload is nested too deeply") from None
 
 
 def decode_message(frames: Sequence[bytes | memoryview]) -> tuple[Header, list[msgspec.Struct]]:

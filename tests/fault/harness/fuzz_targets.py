@@ -39,6 +39,28 @@ def _with_garbage(kind: Kind, rids: list[str], reply_to: list[str]) -> Frames:
     return [encode_header(Header(kind, rids, reply_to)), *([GARBAGE] * count)]
 
 
+#: A MessagePack value nested deeper than any decoder goes (it recurses once per level,
+#: and Python allows about a thousand): one-element arrays around a nil.
+DEEP = b"\x91" * 2_000 + b"\xc0"
+
+
+def _deep_header(frames: Frames) -> Frames:
+    """``frames`` with one more header element, nested :data:`DEEP`ly (a decoder skips an
+    extra element, and skipping recurses as decoding does)."""
+    header = frames[0]
+    return [bytes([header[0] + 1]) + header[1:] + DEEP, *frames[1:]]
+
+
+def _deep_payload(
+    kind: Kind, payload: dict[str, object], rids: list[str], reply_to: list[str]
+) -> Frames:
+    """A valid header of ``kind`` and a payload map with one unknown key whose value is
+    nested :data:`DEEP`ly."""
+    body = msgspec.msgpack.encode(payload)
+    deep = bytes([body[0] + 1]) + body[1:] + b"\xa4deep" + DEEP  # one more map entry
+    return [encode_header(Header(kind, rids, reply_to)), deep]
+
+
 #: A valid request frame, for mutations.
 STATUS_REQUEST = [encode(ControlRequest(id=9, command="status"))]
 
@@ -50,7 +72,14 @@ def _control_extras() -> tuple[tuple[Frames, str], ...]:
         ([encode(ControlRequest(id=3, command="status", deadline_ns=1))], "control_expired"),
         ([msgspec.msgpack.encode({"id": "one"})], "control_request"),
         ([b"", b"\x01", encode(ControlRequest(id=4, command="status"))], "control_envelope"),
+        ([_deep_args_request()], "control_request"),
     )
+
+
+def _deep_args_request() -> bytes:
+    """A status request whose ``args`` hold a value nested :data:`DEEP`ly."""
+    request = msgspec.msgpack.encode({"id": 5, "command": "status", "args": {}})
+    return request.replace(b"\xa4args\x80", b"\xa4args\x81\xa1x" + DEEP)
 
 
 def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[Target]:
@@ -87,7 +116,11 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
             router.requests,
             "tokenizer_router",
             templates=(generate, abort),
-            extras=((heartbeat, "unexpected_kind"), (str_rows, "unexpected_kind")),
+            extras=(
+                (heartbeat, "unexpected_kind"),
+                (str_rows, "unexpected_kind"),
+                (_deep_header(generate), "too_deep"),
+            ),
         ),
         Target(
             "router.workers",
@@ -99,6 +132,8 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
                 (generate, "unexpected_kind"),
                 (load, "unexpected_kind"),
                 (engine_ack, "ack_impersonation"),
+                (_deep_header(heartbeat), "too_deep"),
+                (_deep_payload(Kind.HEARTBEAT, {"worker_id": "ghost"}, [], []), "too_deep"),
             ),
         ),
         Target(
@@ -111,6 +146,8 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
                 (_with_garbage(Kind.ACK, [], []), "bad_payload"),
                 (ack, "ack_impersonation"),
                 (generate, "unexpected_kind"),
+                (_deep_header(load), "too_deep"),
+                (_deep_payload(Kind.LOAD, {"step": 1}, [], []), "too_deep"),
             ),
         ),
         Target(
@@ -118,7 +155,11 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
             router.outputs,
             "tokenizer_router",
             templates=(str_rows, idle),
-            extras=((generate, "unexpected_kind"), (heartbeat, "unexpected_kind")),
+            extras=(
+                (generate, "unexpected_kind"),
+                (heartbeat, "unexpected_kind"),
+                (_deep_header(str_rows), "too_deep"),
+            ),
         ),
         Target(
             "router.control",
@@ -133,7 +174,11 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
             detok.inbound,
             "detokenizer_router",
             templates=(token_rows, idle),
-            extras=((generate, "unexpected_kind"), (load, "unexpected_kind")),
+            extras=(
+                (generate, "unexpected_kind"),
+                (load, "unexpected_kind"),
+                (_deep_header(token_rows), "too_deep"),
+            ),
         ),
         Target(
             "detok-router.control",
@@ -153,6 +198,11 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
                 (mismatched_rid, "rid_mismatch"),
                 (token_rows, "unexpected_kind"),
                 (heartbeat, "unexpected_kind"),
+                (_deep_header(generate), "too_deep"),
+                (
+                    _deep_payload(Kind.GENERATE, {"rid": "g", "input_ids": [1]}, ["g"], [ghost]),
+                    "too_deep",
+                ),
             ),
         ),
     ]
@@ -167,6 +217,12 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
                     (_with_garbage(Kind.TOKEN_BATCH, ["a"], [ghost]), "bad_payload"),
                     ([token_rows[0], other_rid[1]], "bad_payload"),
                     (generate, "unexpected_kind"),
+                    (_deep_header(token_rows), "too_deep"),
+                    # A detokenizer counts any row that does not decode as bad_payload.
+                    (
+                        _deep_payload(Kind.TOKEN_BATCH, {"rids": ["a"]}, ["a"], [ghost]),
+                        "bad_payload",
+                    ),
                 ),
             )
         )
@@ -181,6 +237,8 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
                     (_with_garbage(Kind.LOAD, [], []), "bad_payload"),
                     (_with_garbage(Kind.PAUSE_BROADCAST, [], []), "bad_payload"),
                     (generate, "unexpected_kind"),
+                    (_deep_header(load), "too_deep"),
+                    (_deep_payload(Kind.LOAD, {"step": 1}, [], []), "too_deep"),
                 ),
                 frame_count=worker_frame_count,
             )
