@@ -106,8 +106,7 @@ def handlers_by_kind(
 class InboundDispatch:
     """Applies validated inbound messages to a worker's session and open streams.
 
-    ``streams`` is the link's own map of open streams (shared, not copied), as is
-    ``unanswered`` (requests sent that no row has answered yet, by rid).
+    ``streams`` is the link's own map of open streams (shared, not copied).
     ``send_control`` sends one control message to the router; ``on_change`` runs after
     a registration reply, pause broadcast or drain command (admission may have opened,
     the reported state may have changed); ``on_outputs`` observes each output message
@@ -123,14 +122,10 @@ class InboundDispatch:
         send_control: Callable[[Frames], object],
         on_change: Callable[[], None],
         on_outputs: OutputsObserver | None = None,
-        unanswered: dict[str, Frames] | None = None,
         on_router_restart: Callable[[], None] | None = None,
     ) -> None:
         self._session = session
         self._streams = streams
-        #: Requests sent and not yet answered by any row (shared with the link): a row
-        #: takes its request out.
-        self._unanswered: dict[str, Frames] = {} if unanswered is None else unanswered
         self._on_router_restart = on_router_restart
         self._counters = counters
         self._send_control = send_control
@@ -165,7 +160,6 @@ class InboundDispatch:
         # Stamped before the rows are delivered: the hop ends at receipt.
         received_ns = time.time_ns() if observe is not None else 0
         kind, streams, counters = header.kind, self._streams, self._counters
-        unanswered = self._unanswered
         with tracing.batch_span_if_traced(RECEIVE_SPAN, header.row_traces):
             # The per-row work is written out here, not called: it runs for every row.
             for rid, frame in zip(header.rids, frames[1:], strict=True):
@@ -183,8 +177,6 @@ class InboundDispatch:
                     counters.add("rejected", "bad_row")
                     continue
                 self._session.rows_received += 1
-                if unanswered:
-                    unanswered.pop(rid, None)
                 if stream.put(row) and stream.finished:
                     self._count_finish(stream, row)
         if observe is not None:

@@ -89,8 +89,6 @@ class WorkerLink:
         self.session = WorkerSession(identity)
         self.counters = Counters()
         self._streams: dict[str, ResponseStream] = {}
-        #: Requests sent that no row has answered yet: what a router restart may have lost.
-        self._unanswered: dict[str, Frames] = {}
         self._admission = asyncio.Event()
         self._timer = RegistrationTimer(
             self.session, self._send_control, register_retry_s=settings.register_retry_s
@@ -102,7 +100,6 @@ class WorkerLink:
             send_control=self._send_control,
             on_change=self._on_session_change,
             on_outputs=on_outputs,
-            unanswered=self._unanswered,
             on_router_restart=self._resend_unanswered,
         )
         self._sockets = LinkSockets(
@@ -259,7 +256,6 @@ class WorkerLink:
             yield stream
         finally:
             del self._streams[rid]
-            self._unanswered.pop(rid, None)
             self.session.inflight.discard(rid)
             if (not stream.finished or stream.lost_cause) and self._sockets.is_open():
                 self.abort(rid, reason=stream.lost_cause or "client")
@@ -291,7 +287,7 @@ class WorkerLink:
             stream.engine_incarnation = self.session.engine_incarnation
         sent: Count = ("requests_sent", kind.name.lower())
         if stream is not None:
-            self._unanswered[request.rid] = frames
+            stream.sent = frames
         if sockets.send("requests", frames, sent=sent):
             self.session.requests_sent += 1
             return
@@ -307,7 +303,8 @@ class WorkerLink:
             if sockets.send("requests", frames, sent=sent):
                 self.session.requests_sent += 1
                 return
-        self._unanswered.pop(request.rid, None)
+        if stream is not None:
+            stream.sent = None
         self.counters.add("request_send_failed", "router_unavailable")
         raise RouterUnavailable(f"the router did not take {request.rid!r} in time")
 
@@ -326,13 +323,12 @@ class WorkerLink:
     def _resend_unanswered(self) -> None:
         """The router restarted: send again every request no row has answered yet (it
         may have died in the old router; the engine link drops a copy it has)."""
-        for rid, frames in list(self._unanswered.items()):
-            stream = self._streams.get(rid)
-            if stream is None or stream.finished:
+        for stream in list(self._streams.values()):
+            if stream.sent is None or stream.finished:
                 continue
             self._sockets.send(
                 "requests",
-                frames,
+                stream.sent,
                 sent=("resent_requests", "router_restarted"),
                 unsent=("resend_failed", "router_restarted"),
             )

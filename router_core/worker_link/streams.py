@@ -81,6 +81,7 @@ class ResponseStream:
         "output_gap",
         "rid",
         "rows",
+        "sent",
         "suspect",
         "updated_at",
     )
@@ -100,6 +101,9 @@ class ResponseStream:
         self.lost_cause: str | None = None
         #: Rows received (0: not producing yet, e.g. still queued in the engine).
         self.rows = 0
+        #: The request's frames as sent, kept until its first row: what a router restart
+        #: may have lost, to send again (None once answered, or before it was sent).
+        self.sent: list[bytes] | None = None
         #: ``(since, process)`` once an output-path process restarted while this stream
         #: was producing: if no row comes after ``since`` within the grace, its rows died
         #: with that process (None otherwise).
@@ -116,6 +120,7 @@ class ResponseStream:
             return False
         self.updated_at = time.monotonic()
         self.rows += 1
+        self.sent = None  # answered: a re-send is no longer needed
         reasons = row.finished_reasons
         reason = reasons[0] if reasons else None
         # Written out, not called: this runs for every row.

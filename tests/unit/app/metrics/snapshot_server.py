@@ -1,5 +1,6 @@
-"""A real control socket answering the routers' ``metrics`` command with a canned snapshot,
-from a thread: what the admin app's scrapes read in the unit tests."""
+"""Real control sockets answering canned replies from a thread, for the admin app's unit
+tests: :class:`CannedControlServer` serves any command table, :class:`SnapshotServer`
+the routers' ``metrics`` command with a canned snapshot (what the scrapes read)."""
 
 from __future__ import annotations
 
@@ -14,27 +15,30 @@ from router_core.control import Command, ControlServer
 from router_core.counters import Counters
 from router_core.transport import bind, close_bound
 
-__all__ = ["WAIT_S", "SnapshotServer"]
+__all__ = ["WAIT_S", "CannedControlServer", "SnapshotServer"]
 
 WAIT_S = 5.0
 
 
-class SnapshotServer:
-    """A real control socket answering ``metrics`` with a canned snapshot, from a thread."""
+class CannedControlServer:
+    """A real control socket at ``endpoint`` serving ``commands`` (with ``state`` as the
+    server's owner) from a thread, between ``__enter__`` and ``__exit__``."""
 
-    def __init__(self, endpoint: str, snapshot: Mapping[str, Any]) -> None:
+    def __init__(
+        self, endpoint: str, commands: Mapping[str, Command[Any]], state: Any = None
+    ) -> None:
         self.endpoint = endpoint
-        self.snapshot = snapshot
+        self._commands = dict(commands)
+        self._state = state
         self._ready = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="snapshot-server")
+        self._thread = threading.Thread(target=self._run, name="canned-control")
 
     def _run(self) -> None:
         context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         sock = bind(context, zmq.ROUTER, self.endpoint)
         try:
-            commands = {"metrics": Command(lambda state, args, reply_to: state, _NoArgs, "m")}
-            server = ControlServer(sock, dict(self.snapshot), commands, Counters())
+            server = ControlServer(sock, self._state, self._commands, Counters())
             self._ready.set()
             while not self._stop.is_set():
                 if sock.poll(20, zmq.POLLIN):
@@ -43,15 +47,26 @@ class SnapshotServer:
             close_bound(sock, self.endpoint)
             context.destroy(linger=0)
 
-    def __enter__(self) -> SnapshotServer:
+    def __enter__(self) -> CannedControlServer:
         self._thread.start()
-        assert self._ready.wait(WAIT_S), "the snapshot server did not start"
+        assert self._ready.wait(WAIT_S), (
+            f"the canned control server at {self.endpoint} did not start"
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(WAIT_S)
         assert not self._thread.is_alive()
+
+
+class SnapshotServer(CannedControlServer):
+    """A real control socket answering ``metrics`` with a canned snapshot, from a thread."""
+
+    def __init__(self, endpoint: str, snapshot: Mapping[str, Any]) -> None:
+        commands = {"metrics": Command(lambda state, args, reply_to: state, _NoArgs, "m")}
+        super().__init__(endpoint, commands, dict(snapshot))
+        self.snapshot = snapshot
 
 
 class _NoArgs(msgspec.Struct, forbid_unknown_fields=True):

@@ -13,19 +13,17 @@ import httpx
 import msgspec
 import pytest
 import uvicorn
-import zmq
 from fastapi import FastAPI
 
 from app.events import EventHub
 from app.main import create_app
 from app.server import listen_socket
 from app.settings import AdminSettings
-from router_core.control import Command, ControlServer
+from router_core.control import Command
 from router_core.control.commands import LIST_WORKERS, LOAD, STATUS
 from router_core.control.replies import RouterStatus
-from router_core.counters import Counters
-from router_core.transport import bind, close_bound
 from tests.support.eventually import wait_until
+from tests.unit.app.metrics.snapshot_server import CannedControlServer
 from tests.unit.app.router_replies import view
 
 #: Seconds anything here may take before the test fails instead of hanging.
@@ -51,44 +49,16 @@ STATUS_REPLY: dict[str, Any] = {
 }
 
 
-class CannedRouter:
+def canned_router(endpoint: str) -> CannedControlServer:
     """A real control socket answering ``list_workers`` (one worker), ``status`` and
     ``load`` (no report yet), from a thread: what the admin app's poller reads."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self._ready = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="canned-router")
-
-    def _run(self) -> None:
-        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        sock = bind(context, zmq.ROUTER, self.endpoint)
-        status = msgspec.convert(STATUS_REPLY, RouterStatus)
-        commands: dict[str, Command[None]] = {
-            "list_workers": Command.serving(LIST_WORKERS, lambda *_: [view("w0")]),
-            "status": Command.serving(STATUS, lambda *_: status),
-            "load": Command.serving(LOAD, lambda *_: None),
-        }
-        try:
-            server = ControlServer(sock, None, commands, Counters())
-            self._ready.set()
-            while not self._stop.is_set():
-                if sock.poll(20, zmq.POLLIN):
-                    server.handle_ready()
-        finally:
-            close_bound(sock, self.endpoint)
-            context.destroy(linger=0)
-
-    def __enter__(self) -> CannedRouter:
-        self._thread.start()
-        assert self._ready.wait(WAIT_S), "the canned router did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(WAIT_S)
-        assert not self._thread.is_alive()
+    status = msgspec.convert(STATUS_REPLY, RouterStatus)
+    commands: dict[str, Command[None]] = {
+        "list_workers": Command.serving(LIST_WORKERS, lambda *_: [view("w0")]),
+        "status": Command.serving(STATUS, lambda *_: status),
+        "load": Command.serving(LOAD, lambda *_: None),
+    }
+    return CannedControlServer(endpoint, commands)
 
 
 @contextlib.contextmanager
@@ -136,7 +106,7 @@ def app(run_dir: Path) -> Iterator[FastAPI]:
         # A stream notices its client left at the next write at the latest.
         keepalive_s=0.2,
     )
-    with CannedRouter(endpoint):
+    with canned_router(endpoint):
         yield create_app(settings)
 
 

@@ -1,13 +1,13 @@
 """A worker link hears its router restart (a registration reply of a newer incarnation):
 it asks the link to send again what no row has answered, and makes every producing
-stream a suspect; a row takes its request out of the unanswered ones."""
+stream a suspect; a row marks its request answered (nothing to send again)."""
 
 from __future__ import annotations
 
 from router_core.counters import Counters
 from router_core.inbound import accept
 from router_core.wire import Kind, frame_message
-from router_core.wire.codec import Frames, frame_batch
+from router_core.wire.codec import frame_batch
 from router_core.wire.control import RegistrationReply
 from router_core.wire.outputs import BatchStrOutput
 from router_core.worker_link.dispatch import InboundDispatch, worker_frame_count
@@ -18,13 +18,12 @@ ADDRESS = "ipc:///tmp/sb-unit/worker-w0"
 
 
 class Link:
-    """A dispatch with the link's unanswered map and a counting restart hook."""
+    """A dispatch with the link's streams and a counting restart hook."""
 
     def __init__(self) -> None:
         identity = WorkerIdentity("w0", ADDRESS, pid=1, host="", version="", started_ns=0)
         self.session = WorkerSession(identity)
         self.streams: dict[str, ResponseStream] = {}
-        self.unanswered: dict[str, Frames] = {}
         self.counters = Counters()
         self.restarts = 0
         self.dispatch = InboundDispatch(
@@ -33,7 +32,6 @@ class Link:
             self.counters,
             send_control=lambda frames: None,
             on_change=lambda: None,
-            unanswered=self.unanswered,
             on_router_restart=self._restarted,
         )
 
@@ -58,9 +56,9 @@ def test_a_newer_incarnation_calls_the_restart_hook_once_and_suspects_producers(
     assert link.restarts == 0
     producing, queued = ResponseStream("producing"), ResponseStream("queued")
     link.streams.update(producing=producing, queued=queued)
-    link.unanswered.update(producing=[b"p"], queued=[b"q"])
+    producing.sent, queued.sent = [b"p"], [b"q"]
     link.row("producing")
-    assert list(link.unanswered) == ["queued"]  # a row answered it
+    assert (producing.sent, queued.sent) == (None, [b"q"])  # a row answered it
     link.reply(100)  # the same router again
     assert link.restarts == 0
     link.reply(101)
