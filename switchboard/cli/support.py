@@ -38,6 +38,7 @@ __all__ = [
     "run_dir",
     "seconds",
     "serve",
+    "stack_key",
 ]
 
 
@@ -140,6 +141,11 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--run-dir", help="directory for default ipc:// endpoints")
     parser.add_argument(
+        "--key-file",
+        help="the stack key every peer presents (default: stack.key in --run-dir, created "
+        "if missing; none without a run dir)",
+    )
+    parser.add_argument(
         "--hwm",
         type=positive_int,
         default=DEFAULT_HWM,
@@ -181,6 +187,17 @@ def run_dir(args: argparse.Namespace) -> str | None:
     if given is not None and not os.path.isdir(given):
         raise UsageError(f"--run-dir {given}: not a directory")
     return given
+
+
+def stack_key(args: argparse.Namespace, directory: str | None) -> str | None:
+    """The stack key (:func:`router_core.credentials.resolve_key`): ``--key-file``, else
+    the run directory's; :class:`UsageError` for a key file that cannot be used."""
+    from router_core.credentials import KeyFileError, resolve_key
+
+    try:
+        return resolve_key(args.key_file, directory)
+    except KeyFileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def add_state_file_flag(parser: argparse.ArgumentParser, name: str, holds: str) -> None:
