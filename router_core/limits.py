@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DEFAULT_BACKLOG", "DEFAULT_HWM"]
+__all__ = ["DEFAULT_BACKLOG", "DEFAULT_HWM", "MAX_FRAME_BYTES"]
 
 #: High-water mark for every socket Switchboard creates: finite, so memory is bounded.
 DEFAULT_HWM: Final = 10_000
 #: Messages queued per destination beyond the HWM before dropping: finite for the same reason.
 DEFAULT_BACKLOG: Final = 1000
+#: The largest frame a bound socket takes from a peer: libzmq drops the connection of a
+#: peer that sends a bigger one before allocating it, so no frame can exhaust memory. The
+#: largest real frame is a request's payload, bounded by the worker's 16 MiB body limit
+#: (its text plus its token ids), well within this.
+MAX_FRAME_BYTES: Final = 64 * 1024 * 1024

@@ -19,7 +19,7 @@ import zmq
 
 from router_core.endpoints import check_endpoint
 from router_core.fastpath import as_zmq_error, native
-from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
+from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM, MAX_FRAME_BYTES
 
 __all__ = [
     "DEFAULT_BACKLOG",
@@ -76,6 +76,8 @@ def bind(
     sock = context.socket(socket_type)
     try:
         _apply_options(sock, hwm, linger_ms)
+        # Any local process may connect to a bound socket: bound what one frame can cost.
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         if socket_type == zmq.ROUTER:
             # An unroutable reply (the client went away) is dropped, never an error.
             sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
