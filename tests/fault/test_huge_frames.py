@@ -82,7 +82,9 @@ async def huge_frames(stack: FaultStack, figures: Figures) -> None:
     under = _NEVER_USED * (MAX_FRAME_BYTES - 64)
     expected: Counter[tuple[str, str]] = Counter()
     for target in targets:
-        reason = control_reason([under]) if target.control else data_reason([under], len)
+        reason = (
+            control_reason([under]) if target.control else data_reason([under], target.frame_count)
+        )
         assert reason is not None
         expected[(target.process, reason)] += 1
     pids = stack.roles()
