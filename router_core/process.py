@@ -1,4 +1,5 @@
-"""Running a routing loop as a process: stop on SIGTERM/SIGINT, die with the parent."""
+"""Running a routing loop as a process: a private umask, stop on SIGTERM/SIGINT, die
+with the parent."""
 
 from __future__ import annotations
 
@@ -7,11 +8,21 @@ import os
 import signal
 import sys
 from types import FrameType
-from typing import Protocol
+from typing import Final, Protocol
 
-__all__ = ["Service", "die_with_parent", "serve_until_signalled"]
+__all__ = [
+    "PRIVATE_UMASK",
+    "Service",
+    "die_with_parent",
+    "serve_until_signalled",
+    "use_private_umask",
+]
 
 _PR_SET_PDEATHSIG = 1
+
+#: The permission bits every process of a stack keeps off what it creates: all of
+#: group's and others'.
+PRIVATE_UMASK: Final = 0o077
 
 
 class Service(Protocol):
@@ -20,6 +31,19 @@ class Service(Protocol):
     def run(self) -> None: ...
 
     def request_stop(self) -> None: ...
+
+
+def use_private_umask() -> int:
+    """Create every file, directory and socket file from now on for this user alone:
+    the umask gains :data:`PRIVATE_UMASK` (bits it already had stay; a stricter umask is
+    never loosened). Returns the previous umask.
+
+    Called once at the start of every ``switchboard`` process, so socket files, state
+    files, key files and metrics files are private whatever umask the caller had.
+    """
+    previous = os.umask(PRIVATE_UMASK)
+    os.umask(previous | PRIVATE_UMASK)
+    return previous
 
 
 def die_with_parent(expected_parent: int | None = None) -> None:

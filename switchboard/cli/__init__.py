@@ -132,13 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``switchboard`` console script: parse, then run the subcommand.
 
     A :class:`~switchboard.cli.support.UsageError` is one line on stderr and exit 2; a
-    socket error (an endpoint already bound, say) one line and exit 1.
+    socket error (an endpoint already bound, say) one line and exit 1. Whatever the
+    command, what it creates is private to its user
+    (:func:`router_core.process.use_private_umask`).
     """
+    from router_core.process import use_private_umask
     from switchboard.cli.support import UsageError
 
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(words[0] if words else None)
     args = parser.parse_args(words)
+    use_private_umask()
     module = _module_of(args.command)
     assert module is not None  # argparse accepted only the commands it was given
     try:

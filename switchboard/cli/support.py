@@ -182,10 +182,18 @@ def add_outputs_via_flag(parser: argparse.ArgumentParser, help_text: str) -> Non
 
 
 def run_dir(args: argparse.Namespace) -> str | None:
-    """``--run-dir`` if given; :class:`UsageError` if it is not a directory."""
+    """``--run-dir`` if given; :class:`UsageError` unless it is a private directory of
+    this user's (:func:`router_core.run_dir.check_private`: mode 0700, not a link)."""
+    from pathlib import Path
+
+    from router_core.run_dir import RunDirError, check_private
+
     given: str | None = args.run_dir
-    if given is not None and not os.path.isdir(given):
-        raise UsageError(f"--run-dir {given}: not a directory")
+    if given is not None:
+        try:
+            check_private(Path(given))
+        except RunDirError as exc:
+            raise UsageError(f"--run-dir {given}: {exc}") from None
     return given
 
 

@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 from router_core.endpoints import RouterEndpoints
+from router_core.run_dir import RunDirError, check_private
 from switchboard.supervisor.rundir import MAX_IPC_PATH, socket_in_use
 from switchboard.supervisor.settings import SettingsError, StackSettings
 from switchboard.text import Tokenizer, TokenizerLoadError, load_tokenizer
@@ -56,13 +57,18 @@ def check_tokenizer(path: Path | None) -> Tokenizer:
 
 
 def check_run_dir(path: Path | None) -> None:
-    """SettingsError if a given run directory is not a directory, is too deep for ipc
-    paths, or already holds a running stack."""
+    """SettingsError if a given run directory is not a private directory
+    (:func:`router_core.run_dir.check_private`; one that does not exist yet is created
+    private later), is too deep for ipc paths, or already holds a running stack."""
     if path is None:
         return
-    resolved = path.expanduser().resolve()
-    if resolved.exists() and not resolved.is_dir():
-        raise SettingsError(f"run_dir {path}: not a directory")
+    given = path.expanduser()
+    if given.exists() or given.is_symlink():
+        try:
+            check_private(given)
+        except RunDirError as exc:
+            raise SettingsError(f"run_dir {path}: {exc}") from None
+    resolved = given.resolve()
     longest = len(str(resolved / _LONGEST_SOCKET_NAME))
     if longest > MAX_IPC_PATH:
         raise SettingsError(

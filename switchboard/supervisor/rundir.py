@@ -1,8 +1,16 @@
-"""The run directory: where every ``ipc://`` socket file of the stack lives."""
+"""The run directory: where every ``ipc://`` socket file of the stack lives, and its key.
+
+A given directory must be private (:func:`router_core.run_dir.check_private`: owned by
+this user, mode 0700, not a symbolic link); one that does not exist yet is created so.
+Each start of a stack writes a fresh stack key there (:data:`router_core.credentials.KEY_FILE`),
+so a key read from an earlier run is worth nothing, and removes it at the end.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 import socket
 import stat
@@ -10,7 +18,11 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["MAX_IPC_PATH", "RunDirectory", "socket_in_use"]
+from router_core.credentials import KEY_FILE, new_secret
+from router_core.run_dir import RunDirError, make_private
+from switchboard.supervisor.sources import SettingsError
+
+__all__ = ["MAX_IPC_PATH", "RunDirectory", "socket_in_use", "write_fresh_key"]
 
 log = logging.getLogger("switchboard.supervisor")
 
@@ -51,12 +63,30 @@ def _temporary_base() -> str | None:
     return _SHORT_BASE
 
 
+def write_fresh_key(path: Path) -> None:
+    """Put a new stack key in ``path`` (mode 0600), replacing any older one in one step:
+    a reader sees the old file or the new one, never a half-written key."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.new")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(f"{new_secret(32)}\n".encode())
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+
+
 class RunDirectory:
     """A given directory (created if missing, never removed) or a temporary one we own.
 
-    :meth:`open` makes it exist; :meth:`close` removes the socket files named to it that
-    are still there (left by a child that was killed) and, for a temporary directory,
-    the directory itself.
+    :meth:`open` makes it exist, private, with a fresh stack key in it (:data:`key_file`);
+    :meth:`close` removes the key, the socket files named to it that are still there
+    (left by a child that was killed) and, for a temporary directory, the directory
+    itself.
     """
 
     def __init__(self, given: Path | None) -> None:
@@ -76,14 +106,25 @@ class RunDirectory:
         """Whether the directory is ours to remove."""
         return self.given is None
 
+    @property
+    def key_file(self) -> Path:
+        """The stack key's file; only after :meth:`open`."""
+        return self.path / KEY_FILE
+
     def open(self) -> Path:
-        """Create the directory (a fresh temporary one unless given); return its path."""
+        """Create the directory (a fresh temporary one unless given) and its stack key;
+        return its path. :class:`SettingsError` for a given directory that is not
+        private, ``OSError`` if it cannot be created."""
         if self.given is None:
-            self._path = Path(tempfile.mkdtemp(prefix="switchboard-", dir=_temporary_base()))
+            path = Path(tempfile.mkdtemp(prefix="switchboard-", dir=_temporary_base()))
         else:
-            self.given.mkdir(parents=True, exist_ok=True)
-            self._path = self.given.resolve()
-        return self._path
+            try:
+                path = make_private(self.given.expanduser()).resolve()
+            except RunDirError as exc:
+                raise SettingsError(f"run_dir {self.given}: {exc}") from None
+        write_fresh_key(path / KEY_FILE)
+        self._path = path
+        return path
 
     def close(self, socket_files: Iterable[Path]) -> None:
         """Remove leftover socket files, then the directory if it is temporary.
@@ -93,6 +134,7 @@ class RunDirectory:
         """
         if self._path is None:
             return
+        self.key_file.unlink(missing_ok=True)
         for path in socket_files:
             try:
                 if stat.S_ISSOCK(path.lstat().st_mode) and not socket_in_use(path):

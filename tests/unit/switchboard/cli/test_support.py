@@ -98,6 +98,22 @@ class TestHelpers:
         with pytest.raises(UsageError, match="not a directory"):
             run_dir(argparse.Namespace(run_dir=str(tmp_path / "absent")))
 
+    def test_run_dir_must_be_private(self, tmp_path: Path) -> None:
+        """A standalone process refuses a --run-dir others could reach, or a link to one,
+        in one line saying how to fix it."""
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o777)
+        with pytest.raises(UsageError) as refused:
+            run_dir(argparse.Namespace(run_dir=str(shared)))
+        assert str(refused.value) == (
+            f"--run-dir {shared}: mode 0777 lets other users reach the stack's sockets and "
+            f"key (chmod 700 {shared}, or use another directory)"
+        )
+        (tmp_path / "link").symlink_to(tmp_path)
+        with pytest.raises(UsageError, match="symbolic link"):
+            run_dir(argparse.Namespace(run_dir=str(tmp_path / "link")))
+
     def test_parser_error_is_one_line(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A bad flag is ``prog: error: ... (see --help)``, exit 2, one line."""
         parser = OneLineParser(prog="switchboard demo")
