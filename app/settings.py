@@ -13,7 +13,7 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_valid
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.events import DEFAULT_MAX_SUBSCRIBERS
-from app.tokens import TokenTable, parse_tokens
+from app.tokens import TokenTable, check_exposed_tokens, parse_tokens
 from router_core.endpoints import EndpointError, check_endpoint, is_loopback_host
 
 __all__ = ["ENV_PREFIX", "STATIC_DIR", "AdminSettings", "is_loopback_host"]
@@ -84,6 +84,11 @@ class AdminSettings(BaseSettings):
         "a few bytes; 1 MiB still lets a large malformed one, such as deeply nested JSON, "
         "be answered 400 for what is wrong with it)",
     )
+    audit_log: Path | None = Field(
+        default=None,
+        description="a file that gets every audit record as one JSON object per line, besides "
+        "the log (appended to; created with mode 0600); unset: the log only",
+    )
     static_dir: Path = Field(default=STATIC_DIR, description="the operator console's files")
     version: str = Field(
         default="", description="the admin app's version, as /api/status reports it"
@@ -121,7 +126,23 @@ class AdminSettings(BaseSettings):
                 f"host {self.host} is beyond loopback and no token is configured: set "
                 f"{ENV_PREFIX}OPERATOR_TOKENS (and {ENV_PREFIX}VIEWER_TOKENS)"
             )
+        if self.exposed:
+            check_exposed_tokens(
+                self._tokens,
+                operators_setting=f"{ENV_PREFIX}OPERATOR_TOKENS",
+                viewers_setting=f"{ENV_PREFIX}VIEWER_TOKENS",
+                why=f"listens on {self.host}"
+                if not is_loopback_host(self.host)
+                else "has --allow-remote",
+            )
         return self
+
+    @property
+    def exposed(self) -> bool:
+        """Whether the app may be reachable beyond loopback: it listens beyond it, or
+        ``allow_remote`` says it may; its tokens must then be long
+        (:data:`~app.tokens.MIN_REMOTE_TOKEN_CHARS`)."""
+        return self.allow_remote or not is_loopback_host(self.host)
 
     @property
     def tokens(self) -> TokenTable:

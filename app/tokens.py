@@ -14,20 +14,27 @@ from typing import Literal
 
 __all__ = [
     "GENERATED_TOKEN_NAME",
+    "MIN_REMOTE_TOKEN_CHARS",
     "NamedToken",
     "Principal",
     "Role",
     "TokenError",
     "TokenTable",
+    "check_exposed_tokens",
     "format_tokens",
     "generate_token",
     "parse_tokens",
+    "short_tokens",
 ]
 
 Role = Literal["viewer", "operator"]
 
 #: The name of the operator token generated when none is configured.
 GENERATED_TOKEN_NAME = "console"  # noqa: S105 (a name, not a secret)
+
+#: The shortest token an admin app reachable beyond loopback accepts (a generated one
+#: has 64 characters). 24 characters of the allowed set are over 128 bits even as hex.
+MIN_REMOTE_TOKEN_CHARS = 24
 
 #: Token names go into audit lines unquoted: no spaces, no ``=``.
 _NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
@@ -90,6 +97,33 @@ def parse_tokens(text: str | None, *, what: str = "tokens") -> tuple[NamedToken,
         names.add(name)
         found.append(NamedToken(name, token))
     return tuple(found)
+
+
+def short_tokens(
+    tokens: tuple[NamedToken, ...], minimum: int = MIN_REMOTE_TOKEN_CHARS
+) -> tuple[str, ...]:
+    """The names of ``tokens`` whose token is shorter than ``minimum`` characters."""
+    return tuple(item.name for item in tokens if len(item.token) < minimum)
+
+
+def check_exposed_tokens(
+    table: TokenTable, *, operators_setting: str, viewers_setting: str, why: str
+) -> None:
+    """TokenError naming the setting and the entry of the first token shorter than
+    :data:`MIN_REMOTE_TOKEN_CHARS`; for an app that ``why`` (e.g. "listens on 0.0.0.0")
+    is reachable beyond loopback."""
+    for setting, entries in (
+        (operators_setting, table.operators),
+        (viewers_setting, table.viewers),
+    ):
+        short = short_tokens(entries)
+        if short:
+            raise TokenError(
+                f"{setting}: the token of {short[0]!r} is shorter than "
+                f"{MIN_REMOTE_TOKEN_CHARS} characters, the least the admin app accepts when "
+                f"it {why} (reachable beyond loopback); use a longer one, e.g. from "
+                "`openssl rand -hex 32`"
+            )
 
 
 def format_tokens(tokens: tuple[NamedToken, ...]) -> str:

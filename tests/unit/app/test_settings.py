@@ -5,16 +5,18 @@ from __future__ import annotations
 import pytest
 
 from app.settings import AdminSettings
-from app.tokens import NamedToken, Principal, TokenTable
+from app.tokens import MIN_REMOTE_TOKEN_CHARS, NamedToken, Principal, TokenTable
 
 ENDPOINT = "ipc:///tmp/sb-unit/router-control"
+#: A token long enough for an app reachable beyond loopback.
+LONG = "t" * MIN_REMOTE_TOKEN_CHARS
 
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No admin token from the caller's environment leaks into a test."""
-    for name in ("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "SWITCHBOARD_ADMIN_VIEWER_TOKENS"):
-        monkeypatch.delenv(name, raising=False)
+    for name in ("OPERATOR_TOKENS", "VIEWER_TOKENS", "AUDIT_LOG"):
+        monkeypatch.delenv(f"SWITCHBOARD_ADMIN_{name}", raising=False)
 
 
 class TestAdminSettings:
@@ -41,7 +43,7 @@ class TestAdminSettings:
             AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0")
         with pytest.raises(ValueError, match="no token is configured"):
             AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0", allow_remote=True)
-        monkeypatch.setenv("SWITCHBOARD_ADMIN_VIEWER_TOKENS", "graf:tok3")
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_VIEWER_TOKENS", f"graf:{LONG}")
         settings = AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0", allow_remote=True)
         assert not settings.tokens.empty
 
@@ -62,3 +64,51 @@ class TestAdminSettings:
         changed = settings.with_tokens(TokenTable((NamedToken("console", "gen"),)))
         assert changed.tokens.identify("gen") == Principal("console", "operator")
         assert settings.tokens.empty
+
+
+class TestExposedTokens:
+    """Reachable beyond loopback, the app refuses short tokens; on loopback it keeps them."""
+
+    @pytest.mark.parametrize(
+        ("where", "why"),
+        [
+            ({"host": "0.0.0.0", "allow_remote": True}, "listens on 0.0.0.0"),
+            ({"allow_remote": True}, "has --allow-remote"),
+        ],
+    )
+    @pytest.mark.parametrize("variable", ["OPERATOR_TOKENS", "VIEWER_TOKENS"])
+    def test_short_tokens_are_refused_when_exposed(
+        self, monkeypatch: pytest.MonkeyPatch, where: dict[str, object], why: str, variable: str
+    ) -> None:
+        """A 23-character token of either role is refused in one line naming the variable,
+        the entry, the minimum and why; never showing the token."""
+        short = "s" * (MIN_REMOTE_TOKEN_CHARS - 1)
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", f"alice:{LONG}")
+        monkeypatch.setenv(f"SWITCHBOARD_ADMIN_{variable}", f"weak:{short}")
+        with pytest.raises(ValueError) as refused:
+            AdminSettings(control_endpoint=ENDPOINT, **where)  # type: ignore[arg-type]
+        message = str(refused.value.errors()[0]["msg"])  # type: ignore[attr-defined]
+        assert f"SWITCHBOARD_ADMIN_{variable}: the token of 'weak' is shorter than 24" in message
+        assert why in message and "\n" not in message and short not in message
+
+    def test_long_tokens_are_accepted_when_exposed(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Tokens of at least 24 characters pass beyond loopback."""
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", f"alice:{LONG}")
+        settings = AdminSettings(control_endpoint=ENDPOINT, host="0.0.0.0", allow_remote=True)
+        assert settings.exposed and settings.tokens.identify(LONG) == Principal("alice", "operator")
+
+    def test_short_tokens_are_kept_on_loopback(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """On loopback without allow_remote, a short token is accepted."""
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_OPERATOR_TOKENS", "a:short")
+        settings = AdminSettings(control_endpoint=ENDPOINT)
+        assert not settings.exposed and settings.tokens.identify("short") is not None
+
+
+class TestAuditLogSetting:
+    """audit_log: unset by default, from the environment."""
+
+    def test_default_and_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """No file unless SWITCHBOARD_ADMIN_AUDIT_LOG names one."""
+        assert AdminSettings(control_endpoint=ENDPOINT).audit_log is None
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_AUDIT_LOG", "/var/log/sb/audit.jsonl")
+        assert str(AdminSettings(control_endpoint=ENDPOINT).audit_log) == "/var/log/sb/audit.jsonl"
