@@ -2,7 +2,8 @@
 
 Both speak through a DEALER socket and match replies to requests by id, so a reply that
 arrives after its caller gave up is recognised and dropped rather than handed to the
-next caller.
+next caller. Both send the stack key (``key``) and who is asking (``actor``) with every
+request: a router with a key refuses every request without it (``UNAUTHORIZED``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -52,9 +54,25 @@ def _reply_timeout(default: float, explicit: float | None, args: dict[str, Any])
     return default if explicit is None else explicit
 
 
-def _request(request_id: int, command: str, args: dict[str, Any], limit_s: float) -> ControlRequest:
-    deadline_ns = time.time_ns() + int(limit_s * 1e9)
-    return ControlRequest(id=request_id, command=command, args=args, deadline_ns=deadline_ns)
+@dataclass(frozen=True)
+class _Caller:
+    """What every request of one client carries besides its command: key and actor."""
+
+    key: str
+    actor: str
+
+    def request(
+        self, request_id: int, command: str, args: dict[str, Any], limit_s: float
+    ) -> ControlRequest:
+        deadline_ns = time.time_ns() + int(limit_s * 1e9)
+        return ControlRequest(
+            id=request_id,
+            command=command,
+            args=args,
+            deadline_ns=deadline_ns,
+            key=self.key,
+            actor=self.actor,
+        )
 
 
 def _result_of(reply: ControlReply) -> Any:
@@ -103,7 +121,8 @@ class ControlClient:
     ``call`` raises :class:`ControlError` for an error reply and :class:`ControlTimeout`
     when the server does not answer within ``timeout_s``. Requests carry their deadline,
     so a server that reads one too late drops it; after a timeout the socket is replaced
-    too, so the request is not even delivered.
+    too, so the request is not even delivered. Each carries ``key`` (None: none) and
+    ``actor``.
     """
 
     def __init__(
@@ -112,9 +131,12 @@ class ControlClient:
         *,
         timeout_s: float = 10.0,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
+        key: str | None = None,
+        actor: str = "",
     ) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self._caller = _Caller(key or "", actor)
         self._context = context or zmq.Context.instance()
         self._ids = itertools.count(1)
         self._socket: zmq.Socket[bytes] | None = None
@@ -138,7 +160,7 @@ class ControlClient:
         request_id = next(self._ids)
         limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
         deadline = time.monotonic() + limit
-        request = encode(_request(request_id, command, args, limit))
+        request = encode(self._caller.request(request_id, command, args, limit))
         while True:
             try:
                 sock.send(request, zmq.NOBLOCK)
@@ -199,7 +221,8 @@ class AsyncControlClient:
 
     Use as ``async with AsyncControlClient(endpoint) as client``; a background task
     hands each reply to the call waiting for its id. A request the server reads after
-    its caller gave up is dropped there (it carries its deadline).
+    its caller gave up is dropped there (it carries its deadline). Each carries ``key``
+    and ``actor``, as for :class:`ControlClient`; a call may name its own ``actor``.
     """
 
     def __init__(
@@ -208,9 +231,12 @@ class AsyncControlClient:
         *,
         timeout_s: float = 10.0,
         context: zmq.asyncio.Context | None = None,
+        key: str | None = None,
+        actor: str = "",
     ) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self._caller = _Caller(key or "", actor)
         self._context = context or zmq.asyncio.Context.instance()
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[ControlReply]] = {}
@@ -239,9 +265,16 @@ class AsyncControlClient:
             self._reader = asyncio.create_task(self._read_replies())
 
     async def call(
-        self, command: str, /, *, reply_timeout_s: float | None = None, **args: Any
+        self,
+        command: str,
+        /,
+        *,
+        reply_timeout_s: float | None = None,
+        actor: str | None = None,
+        **args: Any,
     ) -> Any:
-        """Run ``command`` with ``args`` and return its result (see ``ControlClient.call``)."""
+        """Run ``command`` with ``args`` and return its result (see ``ControlClient.call``);
+        ``actor`` instead of the client's, if given."""
         if self._socket is None:
             await self.start()
         assert self._socket is not None
@@ -251,7 +284,8 @@ class AsyncControlClient:
         limit = _reply_timeout(self.timeout_s, reply_timeout_s, args)
         try:
             async with asyncio.timeout(limit):
-                await self._send(encode(_request(request_id, command, args, limit)))
+                caller = self._caller if actor is None else _Caller(self._caller.key, actor)
+                await self._send(encode(caller.request(request_id, command, args, limit)))
                 reply = await future
         except TimeoutError as exc:
             raise ControlTimeout(f"{command}: no reply from {self.endpoint}") from exc
@@ -265,9 +299,12 @@ class AsyncControlClient:
         args: ArgsT | None = None,
         *,
         reply_timeout_s: float | None = None,
+        actor: str | None = None,
     ) -> ReplyT:
-        """The typed call (see ``ControlClient.request``)."""
-        result = await self.call(command.name, reply_timeout_s=reply_timeout_s, **_arguments(args))
+        """The typed call (see ``ControlClient.request``; ``actor`` as for :meth:`call`)."""
+        result = await self.call(
+            command.name, reply_timeout_s=reply_timeout_s, actor=actor, **_arguments(args)
+        )
         return _typed(command, result)
 
     async def _send(self, request: bytes) -> None:

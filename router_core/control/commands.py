@@ -42,6 +42,7 @@ __all__ = [
     "STATUS",
     "TOKENIZER_ROUTER_COMMANDS",
     "UNDRAIN",
+    "AuditedCall",
     "Command",
     "ContinueArgs",
     "ControlCommand",
@@ -94,21 +95,36 @@ class ControlCommand(Generic[ArgsT, ReplyT]):
     """One command: its name, its argument struct and the type its result decodes as.
 
     ``reply_type`` is what ``msgspec.convert`` turns the result into (``ReplyT``; a
-    generic alias such as ``list[WorkerView]`` is fine).
+    generic alias such as ``list[WorkerView]`` is fine). ``mutates`` marks a command
+    that changes the stack (pause, drain, ...): the server writes an audit line for
+    each run of it.
     """
 
     name: str
     args_type: type[ArgsT]
     reply_type: Any
     summary: str
+    mutates: bool = False
+
+
+@dataclass(frozen=True)
+class AuditedCall:
+    """A mutation being run, as its audit lines name it: who asked (their own claim),
+    the command and its arguments in one short text."""
+
+    actor: str
+    command: str
+    args: str
 
 
 @dataclass(frozen=True)
 class ReplyTo:
-    """Where a reply goes: the ROUTER envelope and the request id."""
+    """Where a reply goes: the ROUTER envelope and the request id; ``audited`` when the
+    request is a mutation whose answer is audited too (a barrier answered later)."""
 
     envelope: tuple[bytes, ...]
     request_id: int
+    audited: AuditedCall | None = None
 
 
 #: Returned by a handler that will answer later (a barrier waiting for acknowledgements).
@@ -119,19 +135,21 @@ DEFERRED: Final = object()
 class Command(Generic[StateT]):
     """A server's table entry: the handler for one command, its argument struct, a summary.
 
-    ``handler(state, args, reply_to)`` returns the result, or :data:`DEFERRED`.
+    ``handler(state, args, reply_to)`` returns the result, or :data:`DEFERRED`;
+    ``mutates`` as in :class:`ControlCommand`.
     """
 
     handler: Callable[[StateT, Any, ReplyTo], Any]
     args_type: type[msgspec.Struct]
     summary: str
+    mutates: bool = False
 
     @classmethod
     def serving(
         cls, command: ControlCommand[Any, Any], handler: Callable[[StateT, Any, ReplyTo], Any]
     ) -> Command[StateT]:
         """The entry that serves ``command`` with ``handler``."""
-        return cls(handler, command.args_type, command.summary)
+        return cls(handler, command.args_type, command.summary, command.mutates)
 
 
 LIST_WORKERS: Final = ControlCommand[ListWorkersArgs, list[WorkerView]](
@@ -141,22 +159,22 @@ GET_WORKER: Final = ControlCommand[WorkerArgs, WorkerView](
     "get_worker", WorkerArgs, WorkerView, "one worker by id"
 )
 PAUSE: Final = ControlCommand[PauseArgs, OperationOutcome](
-    "pause", PauseArgs, OperationOutcome, "pause generation (barrier)"
+    "pause", PauseArgs, OperationOutcome, "pause generation (barrier)", mutates=True
 )
 CONTINUE: Final = ControlCommand[ContinueArgs, OperationOutcome](
-    "continue", ContinueArgs, OperationOutcome, "resume generation (barrier)"
+    "continue", ContinueArgs, OperationOutcome, "resume generation (barrier)", mutates=True
 )
 DRAIN: Final = ControlCommand[WorkerArgs, WorkerView](
-    "drain", WorkerArgs, WorkerView, "stop one worker admitting requests"
+    "drain", WorkerArgs, WorkerView, "stop one worker admitting requests", mutates=True
 )
 UNDRAIN: Final = ControlCommand[WorkerArgs, WorkerView](
-    "undrain", WorkerArgs, WorkerView, "let a drained worker admit again"
+    "undrain", WorkerArgs, WorkerView, "let a drained worker admit again", mutates=True
 )
 LOAD: Final = ControlCommand[NoArgs, LoadReply | None](
     "load", NoArgs, LoadReply | None, "the engine's latest load snapshot"
 )
 FREEZE_GC: Final = ControlCommand[NoArgs, FreezeGcReply](
-    "freeze_gc", NoArgs, FreezeGcReply, "freeze GC in router, engine, detokenizers"
+    "freeze_gc", NoArgs, FreezeGcReply, "freeze GC in router, engine, detokenizers", mutates=True
 )
 STATUS: Final = ControlCommand[NoArgs, RouterStatus](
     "status", NoArgs, RouterStatus, "counters, registry summary, pause state"

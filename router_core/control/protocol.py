@@ -37,6 +37,7 @@ class ErrorCode(IntEnum):
     CONFLICT = 5  # the command does not apply in the current state
     INTERNAL = 6  # a bug in the server; logged there
     TIMEOUT = 7  # client side: no reply in time
+    UNAUTHORIZED = 8  # the request does not carry the stack key; nothing was run
 
 
 class ControlRequest(msgspec.Struct, omit_defaults=True):
@@ -44,13 +45,27 @@ class ControlRequest(msgspec.Struct, omit_defaults=True):
 
     ``deadline_ns`` (wall clock, ``time.time_ns()``; 0 for none) is when the caller stops
     waiting: a server that reads the request later drops it unanswered rather than run a
-    command (a pause, say) nobody is waiting for any more.
+    command (a pause, say) nobody is waiting for any more. ``key`` is the stack key
+    (``stack.key`` in the run directory): a server that has one runs nothing, not even
+    ``status``, for a request without it (``UNAUTHORIZED``). ``actor`` says who asks
+    (``admin:<operator>``, ``ctl``, ``supervisor``); it is the caller's own claim,
+    written in the server's audit lines, and proves nothing.
     """
 
     id: int
     command: str
     args: dict[str, Any] = {}
     deadline_ns: int = 0
+    key: str = ""
+    actor: str = ""
+
+    def __repr__(self) -> str:
+        # Never the key: a request may end up in a log line or a test's failure report.
+        shown = "<key>" if self.key else ""
+        return (
+            f"ControlRequest(id={self.id!r}, command={self.command!r}, args={self.args!r}, "
+            f"deadline_ns={self.deadline_ns!r}, key={shown!r}, actor={self.actor!r})"
+        )
 
 
 class ErrorBody(msgspec.Struct):

@@ -1,8 +1,14 @@
-"""The server side of a control socket: decode, dispatch through a table, reply.
+"""The server side of a control socket: decode, check the key, dispatch through a
+table, reply.
 
 Nothing a client sends can raise out of :meth:`ControlServer.handle_ready`: bad frames,
-unknown commands and bad arguments get a structured error reply and are counted; a bug
-in a handler is logged and answered with ``INTERNAL``.
+requests without the stack key, unknown commands and bad arguments get a structured
+error reply and are counted; a bug in a handler is logged and answered with
+``INTERNAL``. The :class:`~router_core.control.guard.ControlGuard` decides which
+requests run and where the audit lines go: one for each refused request that decoded
+(``UNAUTHORIZED``, ``UNKNOWN_COMMAND``, ``BAD_ARGUMENTS``) and one for each run of a
+mutating command, with its result (a barrier answered later: ``started`` when it begins
+and its outcome when it is answered).
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from typing import Any, Final, Generic, TypeVar
 import msgspec
 import zmq
 
-from router_core.control.commands import DEFERRED, Command, ReplyTo
+from router_core.control.commands import DEFERRED, AuditedCall, Command, ReplyTo
+from router_core.control.guard import ControlGuard, call_of, outcome_of
 from router_core.control.protocol import (
     ControlError,
     ControlReply,
+    ControlRequest,
     ErrorCode,
     decode_request,
     encode,
@@ -27,7 +35,7 @@ from router_core.control.protocol import (
 )
 from router_core.counters import Counters
 
-__all__ = ["DEFERRED", "Command", "ControlServer", "ReplyTo"]
+__all__ = ["DEFERRED", "Command", "ControlGuard", "ControlServer", "ReplyTo"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +47,8 @@ _BUDGET: Final = 64
 
 
 class ControlServer(Generic[StateT]):
-    """Serves one bound ROUTER socket for ``state`` with a table of commands."""
+    """Serves one bound ROUTER socket for ``state`` with a table of commands; ``guard``
+    (default: no key, no audit) says which requests run and where audit lines go."""
 
     def __init__(
         self,
@@ -47,11 +56,13 @@ class ControlServer(Generic[StateT]):
         state: StateT,
         commands: Mapping[str, Command[StateT]],
         counters: Counters,
+        guard: ControlGuard | None = None,
     ) -> None:
         self.socket = sock
         self._state = state
         self._commands = commands
         self._counters = counters
+        self._guard = guard or ControlGuard()
 
     def handle_ready(self) -> None:
         """Serve the requests waiting on the socket, up to a budget."""
@@ -63,7 +74,10 @@ class ControlServer(Generic[StateT]):
             self._serve(frames)
 
     def answer(self, reply_to: ReplyTo, result: Any) -> None:
-        """Send the successful answer to a deferred request."""
+        """Send the successful answer to a deferred request (audited if it is a mutation)."""
+        if reply_to.audited is not None:
+            outcome, detail = outcome_of(result)
+            self._guard.record(reply_to.audited, outcome, detail=detail)
         self._send(reply_to.envelope, ok(reply_to.request_id, result))
 
     def _serve(self, frames: list[bytes]) -> None:
@@ -80,38 +94,64 @@ class ControlServer(Generic[StateT]):
             self._counters.add("rejected", "control_request")
             self._send(envelope, error(0, ErrorCode.BAD_REQUEST, str(exc)))
             return
+        if not self._guard.admits(request):
+            # Before anything else about it is believed (its deadline included).
+            self._counters.add("rejected", "control_unauthorized")
+            message = self._guard.refusal()
+            self._send(envelope, self._refused(request, ErrorCode.UNAUTHORIZED, message))
+            return
         if request.deadline_ns and time.time_ns() > request.deadline_ns:
             self._counters.add("rejected", "control_expired")
             return
-        reply = self._dispatch(request.id, request.command, request.args, envelope)
+        reply = self._dispatch(request, envelope)
         if reply is not None:
             self._send(envelope, reply)
 
+    def _refused(self, request: ControlRequest, code: ErrorCode, message: str) -> ControlReply:
+        """The error reply to a request refused as it stands, audited."""
+        self._guard.record(
+            call_of(request, request.args), "refused", reason=code.name.lower(), detail=message
+        )
+        return error(request.id, code, message)
+
     def _dispatch(
-        self, request_id: int, name: str, args: dict[str, Any], envelope: tuple[bytes, ...]
+        self, request: ControlRequest, envelope: tuple[bytes, ...]
     ) -> ControlReply | None:
+        name, request_id = request.command, request.id
         command = self._commands.get(name)
         if command is None:
             self._counters.add("rejected", "unknown_command")
             known = ", ".join(sorted(self._commands))
-            return error(request_id, ErrorCode.UNKNOWN_COMMAND, f"{name!r}; known: {known}")
+            message = f"{name!r}; known: {known}"
+            return self._refused(request, ErrorCode.UNKNOWN_COMMAND, message)
         self._counters.add("control_commands", name)
         try:
-            parsed = msgspec.convert(args, command.args_type)
+            parsed = msgspec.convert(request.args, command.args_type)
         except msgspec.ValidationError as exc:
             self._counters.add("rejected", "control_arguments")
-            return error(request_id, ErrorCode.BAD_ARGUMENTS, f"{name}: {exc}")
+            return self._refused(request, ErrorCode.BAD_ARGUMENTS, f"{name}: {exc}")
+        audited = call_of(request, parsed) if command.mutates else None
         try:
-            result = command.handler(self._state, parsed, ReplyTo(envelope, request_id))
+            result = command.handler(self._state, parsed, ReplyTo(envelope, request_id, audited))
         except ControlError as exc:
+            self._record_failure(audited, exc.code, exc.message)
             return error(request_id, exc.code, exc.message)
         except Exception:
             logger.exception("control command %s failed", name)
             self._counters.add("control_errors", name)
-            return error(request_id, ErrorCode.INTERNAL, f"{name} failed; see the router's log")
+            message = f"{name} failed; see the router's log"
+            self._record_failure(audited, ErrorCode.INTERNAL, message)
+            return error(request_id, ErrorCode.INTERNAL, message)
+        if audited is not None:
+            outcome, detail = ("started", "") if result is DEFERRED else outcome_of(result)
+            self._guard.record(audited, outcome, detail=detail)
         if result is DEFERRED:
             return None
         return ok(request_id, result)
+
+    def _record_failure(self, audited: AuditedCall | None, code: ErrorCode, message: str) -> None:
+        if audited is not None:
+            self._guard.record(audited, "error", reason=code.name.lower(), detail=message)
 
     def _send(self, envelope: tuple[bytes, ...], reply: ControlReply) -> None:
         try:

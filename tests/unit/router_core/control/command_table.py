@@ -23,6 +23,7 @@ from router_core.control import (
     ErrorCode,
     ReplyTo,
 )
+from router_core.control.guard import ControlGuard
 from router_core.control.protocol import encode
 from router_core.counters import Counters
 from router_core.transport import bind, close_bound
@@ -137,14 +138,21 @@ COMMANDS: Mapping[str, Command[TableState]] = {
 
 
 class InlineServer:
-    """A ControlServer on an inproc ROUTER, driven by the test's own thread."""
+    """A ControlServer on an inproc ROUTER, driven by the test's own thread; ``commands``
+    (default :data:`COMMANDS`) and ``guard`` (default: none) as the server takes them."""
 
-    def __init__(self, context: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> None:
+    def __init__(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        endpoint: str,
+        commands: Mapping[str, Command[TableState]] = COMMANDS,
+        guard: ControlGuard | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.counters = Counters()
         self.state = TableState()
         self.socket = bind(context, zmq.ROUTER, endpoint)
-        self.server = ControlServer(self.socket, self.state, COMMANDS, self.counters)
+        self.server = ControlServer(self.socket, self.state, commands, self.counters, guard)
         self.state.server = self.server
 
     def pump(self) -> None:
@@ -160,13 +168,20 @@ class InlineServer:
 class ThreadServer:
     """A ControlServer serving an ipc ROUTER from its own thread, for blocking clients.
 
-    The socket is created, used and closed only in that thread.
+    The socket is created, used and closed only in that thread. ``guard`` as the
+    server takes it.
     """
 
-    def __init__(self, context: zmq.Context[zmq.Socket[bytes]], endpoint: str) -> None:
+    def __init__(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        endpoint: str,
+        guard: ControlGuard | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.counters = Counters()
         self.state = TableState()
+        self._guard = guard
         self._context = context
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -179,7 +194,7 @@ class ThreadServer:
     def _run(self) -> None:
         sock = bind(self._context, zmq.ROUTER, self.endpoint)
         try:
-            server = ControlServer(sock, self.state, COMMANDS, self.counters)
+            server = ControlServer(sock, self.state, COMMANDS, self.counters, self._guard)
             self.state.server = server
             self._ready.set()
             while not self._stop.is_set():
@@ -221,9 +236,9 @@ def receive(sock: zmq.Socket[bytes]) -> list[bytes]:
     return sock.recv_multipart()
 
 
-def request(request_id: int, command: str, **args: Any) -> bytes:
-    """An encoded request frame."""
-    return encode(ControlRequest(id=request_id, command=command, args=args))
+def request(request_id: int, command: str, *, key: str = "", actor: str = "", **args: Any) -> bytes:
+    """An encoded request frame (with ``key`` and ``actor`` when given)."""
+    return encode(ControlRequest(id=request_id, command=command, args=args, key=key, actor=actor))
 
 
 def run_async(scenario: Any) -> Any:

@@ -45,7 +45,17 @@ class TestProtocol:
             "CONFLICT": 5,
             "INTERNAL": 6,
             "TIMEOUT": 7,
+            "UNAUTHORIZED": 8,
         }
+
+    def test_key_and_actor_round_trip_and_the_key_is_never_shown(self) -> None:
+        """A request's key and actor survive the wire, an old request without them
+        decodes with both empty, and its repr never shows the key."""
+        sent = ControlRequest(id=1, command="status", key="k" * 64, actor="ctl")
+        assert decode_request(encode(sent)) == sent
+        assert decode_request(encode(ControlRequest(id=2, command="status"))).key == ""
+        assert "k" * 64 not in repr(sent)
+        assert "actor='ctl'" in repr(sent)
 
     def test_request_roundtrip_and_garbage(self) -> None:
         """A request frame round-trips; garbage raises msgspec.DecodeError."""
