@@ -4,7 +4,8 @@
 and give the :class:`Principal`: no token or an unknown one is a 401, a viewer's token
 where an operator's is needed a 403. ``MetricsReader`` is ``Viewer`` when
 :attr:`AdminSettings.metrics_need_token`, else nobody (None). ``Router``, ``Hub``,
-``Poller``, ``Settings`` and ``Metrics`` are the lifespan's objects.
+``Poller``, ``Settings`` and ``Metrics`` are the lifespan's objects; ``Note`` is the
+request's :class:`~app.audit.AuditNote`, where a mutation's handler writes its account.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.errors import ApiException
+from app.audit import AuditNote
+from app.auth import authorize
 from app.events import EventHub
+from app.guard import AUDIT_NOTE_KEY
 from app.metrics import HostMetrics
 from app.poller import EventPoller
 from app.router_api import RouterApi
@@ -23,7 +26,17 @@ from app.settings import AdminSettings
 from app.state import AdminState
 from app.tokens import Principal
 
-__all__ = ["Hub", "Metrics", "MetricsReader", "Operator", "Poller", "Router", "Settings", "Viewer"]
+__all__ = [
+    "Hub",
+    "Metrics",
+    "MetricsReader",
+    "Note",
+    "Operator",
+    "Poller",
+    "Router",
+    "Settings",
+    "Viewer",
+]
 
 #: Documents bearer auth in the OpenAPI schema; checking is ours (one error shape).
 _bearer = HTTPBearer(auto_error=False, description="a viewer's or an operator's token")
@@ -36,32 +49,36 @@ def _state(request: Request) -> AdminState:
 
 def _principal(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    challenge = {"WWW-Authenticate": "Bearer"}
-    if credentials is None:
-        raise ApiException(401, "unauthorized", "send Authorization: Bearer <token>", challenge)
-    principal = _state(request).settings.tokens.identify(credentials.credentials)
-    if principal is None:
-        raise ApiException(401, "unauthorized", "unknown token", challenge)
-    return principal
+    return authorize(
+        _state(request).settings.tokens, request.headers.get("authorization"), "viewer"
+    )
 
 
-def _operator(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
-    if not principal.can_operate:
-        raise ApiException(
-            403, "forbidden", f"{principal.name} is a viewer; this needs an operator"
-        )
-    return principal
+def _operator(
+    request: Request,
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    return authorize(
+        _state(request).settings.tokens, request.headers.get("authorization"), "operator"
+    )
 
 
 def _metrics_reader(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal | None:
     if not _state(request).settings.metrics_need_token:
         return None
-    return _principal(request, credentials)
+    return _principal(request, _)
+
+
+def _audit_note(request: Request) -> AuditNote:
+    # MutationGuard puts one in every audited request's scope; a request it did not see
+    # (an app built without it, in a test) gets one nobody reads.
+    note = request.scope.get("state", {}).get(AUDIT_NOTE_KEY)
+    return note if isinstance(note, AuditNote) else AuditNote()
 
 
 def _metrics(request: Request) -> HostMetrics:
@@ -92,3 +109,4 @@ Router = Annotated[RouterApi, Depends(_router)]
 Hub = Annotated[EventHub, Depends(_hub)]
 Poller = Annotated[EventPoller, Depends(_poller)]
 Settings = Annotated[AdminSettings, Depends(_settings)]
+Note = Annotated[AuditNote, Depends(_audit_note)]

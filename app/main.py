@@ -4,8 +4,11 @@ Nothing happens before startup: the lifespan connects one
 :class:`~router_core.control.AsyncControlClient` to the router (and one to the
 detokenizer router when its endpoint is set, for ``/metrics``), starts the one
 :class:`~app.poller.EventPoller` task feeding the :class:`~app.events.EventHub`, and on
-shutdown ends every event stream, stops the poller and closes the clients. A request
-body over ``settings.max_body_bytes`` is answered 413 before the app reads it
+shutdown ends every event stream, stops the poller and closes the clients (and the
+audit file). In front of the routes, outermost first: the security headers on every
+response (:mod:`app.headers`); a mutation's token checked before its body is read, and
+every mutation attempt audited (:class:`~app.guard.MutationGuard`); a request body over
+``settings.max_body_bytes`` answered 413 before the app reads it
 (:class:`~httpkit.body_limit.BodySizeLimit`). With tracing set up before
 :func:`create_app`, every request gets an ``admin <METHOD> <route>`` span.
 """
@@ -22,10 +25,14 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from app import routers
+from app.audit import audit_log as app_audit_log
 from app.errors import ApiException, install_error_handlers
 from app.events import EventHub
+from app.guard import MutationGuard
+from app.headers import SecurityHeaders
 from app.metrics import HostMetrics
 from app.poller import EventPoller
 from app.router_api import RouterApi
@@ -34,6 +41,7 @@ from app.state import AdminState
 from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates, ServerSpans
 from router_core import tracing
+from router_core.audit import AuditLog
 from router_core.control import AsyncControlClient
 
 __all__ = ["create_app"]
@@ -43,9 +51,11 @@ Operate a Switchboard stack: workers and their registration state, the pause/con
 barrier across every worker and the engine, drain, engine load and a live event stream.
 
 Send `Authorization: Bearer <token>`: a viewer's token for reads, an operator's for
-everything. Every error answers `{"error": {"code": "...", "message": "..."}}`. A request
-body over the app's limit (1 MiB by default, `SWITCHBOARD_ADMIN_MAX_BODY_BYTES`) is
-answered 413, no more of it read than the limit."""
+everything. Every error answers `{"error": {"code": "...", "message": "..."}}`. A mutation
+(POST) without an operator's token is answered 401/403 before any of its body is read. A
+request body over the app's limit (1 MiB by default, `SWITCHBOARD_ADMIN_MAX_BODY_BYTES`)
+is answered 413, no more of it read than the limit. Every mutation attempt, refused or
+not, writes one audit record."""
 
 
 def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
@@ -77,8 +87,19 @@ def _body_too_large(max_bytes: int) -> JSONResponse:
     return ApiException(413, "body_too_large", f"request body exceeds {max_bytes} bytes").response()
 
 
-def create_app(settings: AdminSettings) -> FastAPI:
-    """The admin app for ``settings`` (see the module docstring)."""
+class _AdminApp(FastAPI):
+    """FastAPI with :class:`~app.headers.SecurityHeaders` outside its whole middleware
+    stack, Starlette's error handling included, so even a 500 carries the headers."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
+
+
+def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) -> FastAPI:
+    """The admin app for ``settings`` (see the module docstring). Audit records go to
+    ``audit_log`` (default: one for ``settings.audit_log``); the lifespan opens it on
+    startup (an unusable file stops the startup) and closes it on shutdown."""
+    audit = audit_log if audit_log is not None else app_audit_log(settings.audit_log)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,6 +109,7 @@ def create_app(settings: AdminSettings) -> FastAPI:
             clients["detokenizer_router"] = AsyncControlClient(
                 settings.detok_control_endpoint, timeout_s=settings.metrics_timeout_s
             )
+        audit.open()
         for each in clients.values():
             await each.start()
         router = RouterApi(
@@ -109,8 +131,9 @@ def create_app(settings: AdminSettings) -> FastAPI:
                 await task
             for each in clients.values():
                 await each.close()
+            audit.close()
 
-    app = FastAPI(
+    app = _AdminApp(
         title="Switchboard admin",
         version=settings.version or "dev",
         summary="Operate a Switchboard stack: workers, pause/continue, drain, load, events",
@@ -144,8 +167,12 @@ def create_app(settings: AdminSettings) -> FastAPI:
         StaticFiles(directory=settings.static_dir, check_dir=False),
         name="static",
     )
-    # Added before the spans, so that a refused body still gets its span.
+    # Innermost first. The guard is outside the body limit, so that a mutation without a
+    # valid token is refused before a byte of its body is read (the limit reads a chunked
+    # body ahead), and sees the limit's 413 to audit it; both are inside the spans, so
+    # that a refused request still gets its span.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, refusal=_body_too_large)
+    app.add_middleware(MutationGuard, tokens=settings.tokens, audit_log=audit)
     if tracing.enabled():
         routes = [*app.router.routes, *(r for m in modules for r in m.router.routes)]
         app.add_middleware(ServerSpans, role="admin", routes=RouteTemplates(routes))

@@ -3,8 +3,10 @@ the role; the handler gives the answer.
 
 ``@bind(router, command("pause"))`` serves the handler at ``POST /api/pause`` behind an
 operator's token; ``path="/pause_generation"`` serves it at one of the entry's aliases
-instead. A handler that needs the caller (to audit a mutation) takes ``who: Caller``;
-its role was checked before the handler runs.
+instead. A handler that needs the caller takes ``who: Caller``; its role was checked before
+the handler runs (for an audited command, by :class:`app.guard.MutationGuard` before the
+body was read, and again by the route). A mutation's handler writes its account of what
+happened in the request's ``Note`` (:mod:`app.deps`); the guard writes the audit record.
 """
 
 from __future__ import annotations

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.audit import audit
 from app.catalogue import command
-from app.deps import Router
-from app.errors import ApiException, error_responses
+from app.deps import Note, Router
+from app.errors import error_responses
 from app.models import FreezeGcResult
-from app.routers.binding import Caller, bind
+from app.routers.binding import bind
 
 __all__ = ["router"]
 
@@ -19,13 +18,9 @@ FREEZE_GC = command("freeze_gc")
 
 
 @bind(router, FREEZE_GC, response_model=FreezeGcResult, responses=error_responses(401, 403, 503))
-async def freeze_gc(who: Caller, control: Router) -> FreezeGcResult:
+async def freeze_gc(note: Note, control: Router) -> FreezeGcResult:
     """Freeze GC in the router and ask the engine (and through it the detokenizers and
     workers) to do the same, after warm-up, so long-lived objects are never scanned."""
-    try:
-        result = await control.freeze_gc()
-    except ApiException as exc:
-        audit(who.name, FREEZE_GC, "all", "error", f"{exc.code}: {exc.message}")
-        raise
-    audit(who.name, FREEZE_GC, "all", "ok", "frozen=" + ",".join(result.frozen))
+    result = await control.freeze_gc()
+    note.detail = "frozen=" + ",".join(result.frozen)
     return result

@@ -13,10 +13,10 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app.audit import audit
+from app.audit import AuditNote
 from app.catalogue import Command, command
-from app.deps import Poller, Router
-from app.errors import ApiException, error_responses
+from app.deps import Note, Poller, Router
+from app.errors import error_responses
 from app.models import (
     ApiError,
     ContinueRequest,
@@ -26,8 +26,7 @@ from app.models import (
     PauseRequest,
     SglangPauseRequest,
 )
-from app.routers.binding import Caller, bind
-from app.tokens import Principal
+from app.routers.binding import bind
 
 __all__ = ["router"]
 
@@ -49,7 +48,7 @@ def _names(names: list[str]) -> str:
 
 
 async def _barrier(
-    who: Principal,
+    note: AuditNote,
     control: Router,
     poller: Poller,
     action: Command,
@@ -57,32 +56,24 @@ async def _barrier(
     mode: PauseMode | None,
     timeout_s: float,
 ) -> Operation | JSONResponse:
-    """Run ``action`` (pause, with its ``mode``, or continue), audited whatever happens."""
+    """Run ``action`` (pause, with its ``mode``, or continue); its account goes in
+    ``note``, for the request's audit record."""
     pausing = action is PAUSE
     if pausing == (mode is None):
         raise ValueError(f"{action.name}: a pause has a mode and a continue has none")
+    prefix = f"mode={mode} " if pausing else ""
+    note.detail = f"{prefix}timeout_s={timeout_s:g}"
     try:
         if mode is not None:
             operation = await control.pause(mode, timeout_s)
         else:
             operation = await control.resume(timeout_s)
-    except ApiException as exc:
-        audit(who.name, action, "all", "error", f"{exc.code}: {exc.message}")
-        raise
-    except BaseException:
-        # Cancelled (the app is stopping mid-barrier): the router may still apply the
-        # operation, so the audit log must say it was asked for.
-        audit(who.name, action, "all", "error", "cancelled before the router answered")
-        raise
     finally:
         poller.wake()
-    prefix = f"mode={mode} " if pausing else ""
     if operation.complete:
-        detail = f"{prefix}op={operation.op_id} acked={_names(operation.acked)}"
-        audit(who.name, action, "all", "ok", detail)
+        note.detail = f"{prefix}op={operation.op_id} acked={_names(operation.acked)}"
         return operation
-    detail = f"{prefix}op={operation.op_id} stragglers={_names(operation.stragglers)}"
-    audit(who.name, action, "all", "timeout", detail)
+    note.detail = f"{prefix}op={operation.op_id} stragglers={_names(operation.stragglers)}"
     stragglers = ", ".join(operation.stragglers)
     message = f"{action.name} not acknowledged within {timeout_s:g} s by: {stragglers}"
     body = OperationTimedOut(
@@ -93,34 +84,34 @@ async def _barrier(
 
 @bind(router, PAUSE, response_model=Operation, responses=_RESPONSES)
 async def pause(
-    who: Caller, control: Router, poller: Poller, body: PauseRequest | None = None
+    note: Note, control: Router, poller: Poller, body: PauseRequest | None = None
 ) -> Operation | JSONResponse:
     """Pause generation: ``abort`` returns in-flight requests, ``retract`` puts running
     ones back in the queue, ``in_place`` freezes them. 200 when every worker and the
     engine acknowledged; 504 naming the stragglers after ``timeout_s``."""
     request = body or PauseRequest()
     return await _barrier(
-        who, control, poller, PAUSE, mode=request.mode, timeout_s=request.timeout_s
+        note, control, poller, PAUSE, mode=request.mode, timeout_s=request.timeout_s
     )
 
 
 @bind(router, CONTINUE, response_model=Operation, responses=_RESPONSES)
 async def continue_(
-    who: Caller, control: Router, poller: Poller, body: ContinueRequest | None = None
+    note: Note, control: Router, poller: Poller, body: ContinueRequest | None = None
 ) -> Operation | JSONResponse:
     """Resume generation; the same barrier and answers as pause."""
     request = body or ContinueRequest()
-    return await _barrier(who, control, poller, CONTINUE, mode=None, timeout_s=request.timeout_s)
+    return await _barrier(note, control, poller, CONTINUE, mode=None, timeout_s=request.timeout_s)
 
 
 @bind(router, PAUSE, path="/pause_generation", response_model=Operation, responses=_RESPONSES)
 async def pause_generation(
-    who: Caller, control: Router, poller: Poller, body: SglangPauseRequest | None = None
+    note: Note, control: Router, poller: Poller, body: SglangPauseRequest | None = None
 ) -> Operation | JSONResponse:
     """SGLang's name for ``POST /api/pause`` (body optional; mode ``abort`` by default)."""
     request = body or SglangPauseRequest()
     return await _barrier(
-        who, control, poller, PAUSE, mode=request.mode, timeout_s=request.timeout_s
+        note, control, poller, PAUSE, mode=request.mode, timeout_s=request.timeout_s
     )
 
 
@@ -132,8 +123,8 @@ async def pause_generation(
     responses=_RESPONSES,
 )
 async def continue_generation(
-    who: Caller, control: Router, poller: Poller, body: ContinueRequest | None = None
+    note: Note, control: Router, poller: Poller, body: ContinueRequest | None = None
 ) -> Operation | JSONResponse:
     """SGLang's name for ``POST /api/continue`` (an empty body is fine)."""
     request = body or ContinueRequest()
-    return await _barrier(who, control, poller, CONTINUE, mode=None, timeout_s=request.timeout_s)
+    return await _barrier(note, control, poller, CONTINUE, mode=None, timeout_s=request.timeout_s)

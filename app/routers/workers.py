@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.audit import audit
 from app.catalogue import Command, command
-from app.deps import Poller, Router
-from app.errors import ApiException, error_responses
+from app.deps import Note, Poller, Router
+from app.errors import error_responses
 from app.models import Worker, WorkerList
-from app.routers.binding import Caller, bind
+from app.routers.binding import bind
 
 __all__ = ["router"]
 
@@ -31,15 +30,11 @@ async def get_worker(worker_id: str, control: Router) -> Worker:
 
 
 async def _drain(
-    worker_id: str, action: Command, who: Caller, control: Router, poller: Poller
+    worker_id: str, action: Command, note: Note, control: Router, poller: Poller
 ) -> Worker:
-    try:
-        worker = await control.drain(worker_id, drain=action is DRAIN)
-    except ApiException as exc:
-        audit(who.name, action, worker_id, "error", f"{exc.code}: {exc.message}")
-        raise
+    worker = await control.drain(worker_id, drain=action is DRAIN)
     poller.wake()
-    audit(who.name, action, worker_id, "ok", f"state={worker.state}")
+    note.detail = f"state={worker.state}"
     return worker
 
 
@@ -47,13 +42,13 @@ _MUTATION_ERRORS = error_responses(400, 401, 403, 404, 409, 503)
 
 
 @bind(router, DRAIN, response_model=Worker, responses=_MUTATION_ERRORS)
-async def drain_worker(worker_id: str, who: Caller, control: Router, poller: Poller) -> Worker:
+async def drain_worker(worker_id: str, note: Note, control: Router, poller: Poller) -> Worker:
     """Stop the worker admitting requests; it reaches ``drained`` (``safe_to_delete``) once
     its in-flight requests finish. 409 if it is already draining, drained or dead."""
-    return await _drain(worker_id, DRAIN, who, control, poller)
+    return await _drain(worker_id, DRAIN, note, control, poller)
 
 
 @bind(router, UNDRAIN, response_model=Worker, responses=_MUTATION_ERRORS)
-async def undrain_worker(worker_id: str, who: Caller, control: Router, poller: Poller) -> Worker:
+async def undrain_worker(worker_id: str, note: Note, control: Router, poller: Poller) -> Worker:
     """Let a draining or drained worker admit requests again; 409 for any other state."""
-    return await _drain(worker_id, UNDRAIN, who, control, poller)
+    return await _drain(worker_id, UNDRAIN, note, control, poller)

@@ -161,10 +161,18 @@ class TestAuditLog:
         lines = wait_until(audited, 5.0, "the audit lines")
         for line in lines:
             assert re.search(
-                r"audit who=\S+ action=\S+ target=\S+ result=(ok|timeout|error) ", line
+                r"audit who=\S+ action=\S+ target=\S+ result=(ok|timeout|refused|error) "
+                r"status=\S+ reason=\S+ detail=",
+                line,
             )
-        assert any("action=drain target=w-ghost result=error" in line for line in lines)
-        assert all("who=ops " in line for line in lines)
+        assert any(
+            "who=ops action=drain target=w-ghost result=refused status=404 reason=not_found "
+            in line
+            for line in lines
+        )
+        assert any(
+            "who=ops action=freeze_gc target=all result=ok status=200 " in line for line in lines
+        )
 
     def test_tokens_are_never_logged(self, stack: AdminStack) -> None:
         """Neither token appears in any process's log or on stdout; the console URL does."""

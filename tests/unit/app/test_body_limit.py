@@ -80,12 +80,14 @@ class TestAdminBodyLimit:
         assert "content-length" not in answer.request.headers
         assert_refused(answer, DEFAULT_LIMIT)
 
-    def test_limit_comes_before_the_token_check(self, client: httpx.Client) -> None:
-        """Without a token, an oversized body is still refused unread (413, not 401)."""
+    def test_token_check_comes_before_the_limit(self, client: httpx.Client) -> None:
+        """Without a token, an oversized body is refused unread by the token check (401,
+        decided from the headers alone), which comes before the limit."""
         answer = client.post(
             "/api/pause", content=b"x" * (OVERSIZED), headers={"Authorization": ""}
         )
-        assert_refused(answer, DEFAULT_LIMIT)
+        assert answer.status_code == 401
+        assert answer.json()["error"]["code"] == "unauthorized"
 
     def test_body_within_the_limit_is_read(self, client: httpx.Client) -> None:
         """A chunked body under the limit reaches validation: 400 naming its unknown field."""

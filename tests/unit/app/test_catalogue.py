@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from app import models, routers
-from app.audit import audit
+from app.audit import audit, audit_log
 from app.catalogue import (
     COMMANDS,
     PAUSE_MODES,
@@ -174,11 +174,19 @@ class TestRoutes:
 
     def test_audit_names_the_command(self, caplog: pytest.LogCaptureFixture) -> None:
         """An audit line's action is the entry's name; a read cannot be audited."""
+        fields: dict[str, Any] = {
+            "who": "alice",
+            "target": "all",
+            "status": 200,
+            "reason": None,
+            "detail": "frozen=x",
+            "client": None,
+        }
         with caplog.at_level(logging.INFO, logger="switchboard.audit"):
-            audit("alice", command("freeze_gc"), "all", "ok", "frozen=x")
+            audit(audit_log(None), command("freeze_gc"), **fields)
         assert "action=freeze_gc target=all result=ok" in caplog.text
         with pytest.raises(ValueError):
-            audit("alice", command("status"), "all", "ok", "")
+            audit(audit_log(None), command("status"), **fields)
 
 
 def bearer(token: str) -> dict[str, str]:
