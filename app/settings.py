@@ -40,6 +40,12 @@ class AdminSettings(BaseSettings):
         description="the detokenizer router's control endpoint, read by /metrics (unset: "
         "no detokenizer router metrics)",
     )
+    control_key: SecretStr | None = Field(
+        default=None,
+        description="the stack key sent with every control request (switchboard admin "
+        "reads it from --key-file or stack.key in --run-dir); unset: none, which a router "
+        "with a key refuses",
+    )
     metrics_dir: Path | None = Field(
         default=None,
         description="the children's prometheus_client multiprocess "
