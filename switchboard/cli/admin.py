@@ -4,7 +4,10 @@ Tokens come from the environment only (``SWITCHBOARD_ADMIN_OPERATOR_TOKENS``,
 ``SWITCHBOARD_ADMIN_VIEWER_TOKENS``: ``name:token,...``), never from the command line.
 With none on a loopback address one operator token named ``console`` is generated and
 the console's URL, token in the fragment, is printed on stdout (never logged); beyond
-loopback, no token is a refusal. The flags' defaults are
+loopback, no token is a refusal. Beyond loopback or with --allow-remote, a token shorter
+than 24 characters is a refusal too; on loopback it is accepted with a warning. ``--audit-log`` (or
+``SWITCHBOARD_ADMIN_AUDIT_LOG``) adds a JSON-lines audit file, opened before serving (a
+file that cannot be opened is a refusal). The flags' defaults are
 :class:`app.settings.AdminSettings`'s.
 """
 
@@ -63,6 +66,13 @@ def add_parser(sub: Any) -> None:
         "--port", type=port, default=fields["port"].default, help="port to listen on (%(default)s)"
     )
     parser.add_argument(
+        "--audit-log",
+        type=Path,
+        metavar="PATH",
+        help="also write every audit record to PATH, one JSON object per line (appended; "
+        "created with mode 0600; default: SWITCHBOARD_ADMIN_AUDIT_LOG, else the log only)",
+    )
+    parser.add_argument(
         "--poll-interval-s",
         "--poll-interval",
         dest="poll_interval_s",
@@ -106,8 +116,11 @@ def _settings(args: argparse.Namespace) -> Any:
     detok_endpoint = args.detok_control_endpoint
     if detok_endpoint is None and args.run_dir is not None:
         detok_endpoint = DetokenizerRouterEndpoints.in_run_dir(args.run_dir, 1).control
+    # Unset, the environment's SWITCHBOARD_ADMIN_AUDIT_LOG (if any) applies.
+    given = {"audit_log": args.audit_log} if args.audit_log is not None else {}
     try:
         return AdminSettings(
+            **given,
             control_endpoint=endpoint,
             detok_control_endpoint=detok_endpoint,
             metrics_dir=_metrics_dir(),
@@ -129,8 +142,16 @@ def _settings(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Serve the admin app until SIGTERM (exit 0); a refused setting is a
     :class:`UsageError` (one line, exit 2)."""
+    from app.audit import audit_log
     from app.server import listen_socket
-    from app.tokens import GENERATED_TOKEN_NAME, NamedToken, TokenTable, generate_token
+    from app.tokens import (
+        GENERATED_TOKEN_NAME,
+        MIN_REMOTE_TOKEN_CHARS,
+        NamedToken,
+        TokenTable,
+        generate_token,
+        short_tokens,
+    )
 
     settings = _settings(args)
     try:
@@ -139,6 +160,21 @@ def run(args: argparse.Namespace) -> int:
         where = f"{settings.host}:{settings.port}"
         raise UsageError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
     configure_logging(args.log_level)
+    audit = audit_log(settings.audit_log)
+    try:
+        audit.open()
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"cannot open the audit log {settings.audit_log}: {exc.strerror or exc}"
+        ) from exc
+    short = short_tokens(settings.tokens.operators) + short_tokens(settings.tokens.viewers)
+    if short:
+        logging.getLogger("switchboard.admin").warning(
+            "admin tokens shorter than %d characters (%s): accepted on loopback only",
+            MIN_REMOTE_TOKEN_CHARS,
+            ", ".join(short),
+        )
     if settings.tokens.empty:
         token = generate_token()
         settings = settings.with_tokens(
@@ -167,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
 
     tracing.setup("admin", "admin")
     try:
-        run_server(create_app(settings), sock, log_level=args.log_level)
+        run_server(create_app(settings, audit_log=audit), sock, log_level=args.log_level)
     finally:
         tracing.shutdown()
     return 0

@@ -190,6 +190,9 @@ def stack_layout(
                 worker_id=worker_id,
             )
         )
+    audit = (
+        () if settings.admin_audit_log is None else ("--audit-log", str(settings.admin_audit_log))
+    )
     specs.append(
         ChildSpec(
             name="admin",
@@ -199,6 +202,7 @@ def stack_layout(
                 *common,
                 *("--host", settings.host, "--port", str(settings.admin_port)),
                 *("--detok-control-endpoint", detok.control),
+                *audit,
                 *remote,
             ),
             ready=ReadyCheck("http", f"{admin_url(settings)}/healthz"),

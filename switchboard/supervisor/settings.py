@@ -37,7 +37,7 @@ from pydantic_settings import (
 )
 
 from app.settings import AdminSettings
-from app.tokens import TokenTable, parse_tokens
+from app.tokens import TokenTable, check_exposed_tokens, parse_tokens
 from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_via
 from router_core.worker_link.settings import WorkerLinkSettings
 from switchboard.engine.scheduler import SchedulerConfig
@@ -128,6 +128,11 @@ class StackSettings(BaseSettings):
     )
     admin_viewer_tokens: SecretStr | None = Field(
         None, description="admin tokens for reads only, name:token,..."
+    )
+    admin_audit_log: Path | None = Field(
+        None,
+        description="the admin app also writes every audit record to this file, one JSON "
+        "object per line (appended; created with mode 0600); unset: the log only",
     )
     tokenizer: Path | None = Field(
         None, description="tokenizer.json or model directory (unset: the built-in tokenizer)"
@@ -222,7 +227,7 @@ class StackSettings(BaseSettings):
         # An old spelling is the same choice; anything else is left to the Literal check.
         return parse_outputs_via(value) if isinstance(value, str) else value
 
-    @field_validator("tokenizer", "run_dir")
+    @field_validator("tokenizer", "run_dir", "admin_audit_log")
     @classmethod
     def _expand_home(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
@@ -270,6 +275,15 @@ class StackSettings(BaseSettings):
             raise ValueError(
                 f"host {self.host} is beyond loopback, so the admin app needs configured "
                 "tokens: set admin_operator_tokens (SWITCHBOARD_ADMIN_OPERATOR_TOKENS)"
+            )
+        if self.allow_remote or not is_loopback_host(self.host):
+            check_exposed_tokens(
+                tokens,
+                operators_setting="admin_operator_tokens",
+                viewers_setting="admin_viewer_tokens",
+                why=f"listens on {self.host}"
+                if not is_loopback_host(self.host)
+                else "has allow_remote",
             )
         return self
 

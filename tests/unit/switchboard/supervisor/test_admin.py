@@ -85,6 +85,10 @@ class TestAdminTokens:
         with pytest.raises(SettingsError, match="needs configured tokens"):
             load_settings({"host": "0.0.0.0", "allow_remote": True})
         settings = load_settings(
-            {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "ops:t0ken"}
+            {
+                "host": "0.0.0.0",
+                "allow_remote": True,
+                "admin_operator_tokens": "ops:remote-t0ken-of-24-chars",
+            }
         )
         assert settings.host == "0.0.0.0"

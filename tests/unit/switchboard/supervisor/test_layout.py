@@ -110,6 +110,10 @@ class TestAdminChild:
     def test_wildcard_host_shows_loopback(self) -> None:
         """A wildcard host's console URL is its loopback address."""
         settings = load_settings(
-            {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "ops:t0ken"}
+            {
+                "host": "0.0.0.0",
+                "allow_remote": True,
+                "admin_operator_tokens": "ops:remote-t0ken-of-24-chars",
+            }
         )
         assert admin_url(settings) == "http://127.0.0.1:8001"

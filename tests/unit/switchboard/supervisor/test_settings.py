@@ -57,11 +57,11 @@ class TestPrecedence:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """allow_remote reads as a boolean from the file and from the environment."""
-        tokens = 'admin_operator_tokens = "ops:t0ken"\n'
+        tokens = 'admin_operator_tokens = "ops:remote-t0ken-of-24-chars"\n'
         config = write_toml(tmp_path / "s.toml", 'allow_remote = true\nhost = "0.0.0.0"\n' + tokens)
         assert load_settings({}, config_file=config).allow_remote is True
         monkeypatch.setenv("SWITCHBOARD_ALLOW_REMOTE", "1")
-        remote = {"host": "0.0.0.0", "admin_operator_tokens": "ops:t0ken"}
+        remote = {"host": "0.0.0.0", "admin_operator_tokens": "ops:remote-t0ken-of-24-chars"}
         assert load_settings(remote).allow_remote is True
 
     def test_foreign_switchboard_variables_are_accepted(
@@ -123,7 +123,11 @@ class TestErrors:
     def test_remote_host_needs_opt_in(self) -> None:
         """A host beyond loopback is refused unless allow_remote is set."""
         assert "--allow-remote" in self.refusal({"host": "0.0.0.0"})
-        remote = {"host": "0.0.0.0", "allow_remote": True, "admin_operator_tokens": "o:t0k"}
+        remote = {
+            "host": "0.0.0.0",
+            "allow_remote": True,
+            "admin_operator_tokens": "o:remote-t0ken-of-24-chars",
+        }
         assert load_settings(remote).host == "0.0.0.0"
 
     def test_admin_port_must_differ(self) -> None:
