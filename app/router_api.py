@@ -5,7 +5,9 @@ reply as that command's struct (:mod:`router_core.control.replies`) and :mod:`ap
 turns the struct into the API's model. Every control failure, a reply of another shape
 included, is translated here, once, into an :class:`ApiException`
 (:func:`app.errors.from_control_error`); route handlers and the poller never see a
-control error.
+control error. A mutation names the operator who asked (``by``, a token's name): the
+router's audit line then says ``admin:<name>``; reads, and a mutation without ``by``, go
+as the client's own actor (``admin``).
 """
 
 from __future__ import annotations
@@ -54,10 +56,16 @@ class RouterApi:
         self.admin_version = admin_version
         self.timeout_s = timeout_s
 
-    async def call(self, command: ControlCommand[Args, Reply], args: Args | None = None) -> Reply:
-        """``command``'s typed reply; ApiException if it fails or the router is silent."""
+    async def call(
+        self, command: ControlCommand[Args, Reply], args: Args | None = None, *, by: str = ""
+    ) -> Reply:
+        """``command``'s typed reply; ApiException if it fails or the router is silent.
+        ``by``: the operator asking, sent as the actor ``admin:<by>``."""
+        actor = f"admin:{by}" if by else None
         try:
-            return await self.client.request(command, args, reply_timeout_s=self.timeout_s)
+            return await self.client.request(
+                command, args, reply_timeout_s=self.timeout_s, actor=actor
+            )
         except ControlError as exc:
             raise from_control_error(exc) from exc
 
@@ -78,20 +86,21 @@ class RouterApi:
         status, load = await asyncio.gather(self.call(STATUS), self.call(LOAD))
         return status_of(status, load, self.admin_version)
 
-    async def pause(self, mode: PauseMode, timeout_s: float) -> Operation:
+    async def pause(self, mode: PauseMode, timeout_s: float, *, by: str = "") -> Operation:
         """A pause barrier: the operation, complete or not."""
-        return operation_of(await self.call(PAUSE, PauseArgs(mode=mode, timeout_s=timeout_s)))
+        args = PauseArgs(mode=mode, timeout_s=timeout_s)
+        return operation_of(await self.call(PAUSE, args, by=by))
 
-    async def resume(self, timeout_s: float) -> Operation:
+    async def resume(self, timeout_s: float, *, by: str = "") -> Operation:
         """A continue barrier: the operation, complete or not."""
-        return operation_of(await self.call(CONTINUE, ContinueArgs(timeout_s=timeout_s)))
+        return operation_of(await self.call(CONTINUE, ContinueArgs(timeout_s=timeout_s), by=by))
 
-    async def drain(self, worker_id: str, *, drain: bool) -> Worker:
+    async def drain(self, worker_id: str, *, drain: bool, by: str = "") -> Worker:
         command = DRAIN if drain else UNDRAIN
-        return worker_of(await self.call(command, WorkerArgs(worker_id=worker_id)))
+        return worker_of(await self.call(command, WorkerArgs(worker_id=worker_id), by=by))
 
-    async def freeze_gc(self) -> FreezeGcResult:
-        return freeze_gc_of(await self.call(FREEZE_GC))
+    async def freeze_gc(self, *, by: str = "") -> FreezeGcResult:
+        return freeze_gc_of(await self.call(FREEZE_GC, by=by))
 
     async def answers(self, timeout_s: float) -> RouterStatus | None:
         """The router's status if it answers within ``timeout_s``, else None."""

@@ -1,4 +1,10 @@
-"""``switchboard ctl``: send one control command to a router and print the JSON result."""
+"""``switchboard ctl``: send one control command to a router and print the JSON result.
+
+The router is found in ``--run-dir`` (the tokenizer router's control socket, or with
+``--detok-router`` the detokenizer router's) or at ``--endpoint``. Every request
+carries the stack key, read from ``--key-file`` or the run directory's ``stack.key``,
+and says it comes from ``ctl`` (``--actor``), which the router's audit lines name.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from switchboard.cli.support import UsageError, seconds
+from switchboard.cli.access import client_key
+from switchboard.cli.support import UsageError, run_dir, seconds
 
-__all__ = ["add_parser", "parse_arguments", "run"]
+__all__ = ["add_parser", "endpoint", "parse_arguments", "run"]
 
 
 def add_parser(sub: Any) -> None:
@@ -18,7 +25,24 @@ def add_parser(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "ctl", help="send one control command and print the JSON result"
     )
-    parser.add_argument("--endpoint", required=True, help="the control endpoint")
+    parser.add_argument("--run-dir", help="the stack's run directory: its router and its stack.key")
+    parser.add_argument("--endpoint", help="the control endpoint (default: in --run-dir)")
+    parser.add_argument(
+        "--detok-router",
+        action="store_true",
+        help="the detokenizer router's control socket in --run-dir (default: the tokenizer "
+        "router's)",
+    )
+    parser.add_argument(
+        "--key-file",
+        help="the stack key sent with the command (default: stack.key in --run-dir; none "
+        "without one)",
+    )
+    parser.add_argument(
+        "--actor",
+        default="ctl",
+        help="who asks, as the router's audit lines name it (default %(default)s)",
+    )
     parser.add_argument(
         "--timeout-s",
         "--timeout",
@@ -46,13 +70,30 @@ def parse_arguments(pairs: Sequence[str]) -> dict[str, Any]:
     return parsed
 
 
+def endpoint(args: argparse.Namespace, directory: str | None) -> str:
+    """``--endpoint``, else the chosen router's control socket in the run directory."""
+    from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
+
+    if args.endpoint:
+        given: str = args.endpoint
+        return given
+    if directory is None:
+        raise UsageError("give --run-dir or --endpoint")
+    if args.detok_router:
+        return DetokenizerRouterEndpoints.in_run_dir(directory, 1).control
+    return RouterEndpoints.in_run_dir(directory).control
+
+
 def run(args: argparse.Namespace) -> int:
     """0 with the result on stdout; 1 with the router's error on stderr."""
     import msgspec
 
     from router_core.control import ControlClient, ControlError
 
-    with ControlClient(args.endpoint, timeout_s=args.timeout_s) as client:
+    directory = run_dir(args)
+    target = endpoint(args, directory)
+    key = client_key(args, directory)
+    with ControlClient(target, timeout_s=args.timeout_s, key=key, actor=args.actor) as client:
         try:
             result = client.call(args.name, **parse_arguments(args.args))
         except ControlError as exc:

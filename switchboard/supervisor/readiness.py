@@ -43,11 +43,14 @@ class Probes:
     """Answers "is it ready?" for each kind of :class:`ReadyCheck`.
 
     Holds a control client per endpoint and one HTTP client; :meth:`close` closes them.
+    Control requests carry ``key`` (the stack key; None: none) and say they come from
+    the ``supervisor``.
     """
 
-    def __init__(self, router_control: str, base_url: str) -> None:
+    def __init__(self, router_control: str, base_url: str, key: str | None = None) -> None:
         self.router_control = router_control
         self.base_url = base_url
+        self._key = key
         self._clients: dict[str, ControlClient] = {}
         self._http = httpx.Client(timeout=_PROBE_TIMEOUT_S, trust_env=False)
         self._table: dict[str, Callable[[str], bool]] = {
@@ -69,7 +72,9 @@ class Probes:
         ``timeout_s``) if it fails."""
         client = self._clients.get(endpoint)
         if client is None:
-            client = self._clients[endpoint] = ControlClient(endpoint, timeout_s=timeout_s)
+            client = self._clients[endpoint] = ControlClient(
+                endpoint, timeout_s=timeout_s, key=self._key, actor="supervisor"
+            )
         return msgspec.to_builtins(client.call(command, reply_timeout_s=timeout_s, **args))
 
     def control_answers(self, endpoint: str) -> bool:

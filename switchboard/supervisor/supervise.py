@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TextIO
 
+from router_core.credentials import KeyFileError, read_key
 from router_core.endpoints import RouterEndpoints
 from switchboard.supervisor.admin import AdminAccess, admin_access
 from switchboard.supervisor.backoff import RestartBackoff
@@ -58,7 +59,8 @@ class Supervisor:
     line to ``out`` saying where the stack serves; restarts any child that exits with
     :class:`RestartBackoff` delays; and on the first signal drains the workers and stops
     everything in reverse order. A second signal skips what is left of the waiting.
-    ``run_dir`` must be open; the supervisor closes it when it stops. With
+    ``run_dir`` must be open (its fresh stack key in it: every child reads it, and the
+    supervisor's own control requests carry it); the supervisor closes it when it stops. With
     ``settings.metrics`` it owns ``<run dir>/metrics`` (:class:`MetricsDirectory`): made
     empty before the first child starts, a child's live gauges retired whenever it exits,
     removed at the end. Nothing happens before :meth:`run`.
@@ -111,7 +113,12 @@ class Supervisor:
                 self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
                 self._remove_state_files()  # a new stack starts from no one's state
                 router_control = RouterEndpoints.in_run_dir(path).control
-                probes = Probes(router_control, http_url(settings.host, settings.port))
+                try:
+                    key = read_key(self.run_dir.key_file)  # written by RunDirectory.open
+                except KeyFileError as exc:
+                    log.error("cannot read the stack key: %s", exc)
+                    return 1
+                probes = Probes(router_control, http_url(settings.host, settings.port), key)
                 return self._serve(probes)
             finally:
                 self._stop_all()

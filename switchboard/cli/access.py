@@ -1,0 +1,97 @@
+"""Who may talk to a process's control socket, and what it writes down.
+
+The servers' side: :func:`control_guard` builds a router's
+:class:`~router_core.control.guard.ControlGuard` from its key (resolved by
+:func:`switchboard.cli.support.stack_key`), the key file a refused client should read
+(:func:`key_file_of`) and its audit log (``--audit-log``, :func:`audit_log`). The
+clients' side: :func:`client_key` reads the key of a running stack (never creating one).
+Importing this module costs the standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from switchboard.cli.support import UsageError
+
+if TYPE_CHECKING:
+    from router_core.audit import AuditLog
+    from router_core.control.guard import ControlGuard
+
+__all__ = [
+    "AUDIT_LOGGER",
+    "add_audit_log_flag",
+    "audit_log",
+    "client_key",
+    "control_guard",
+    "key_file_of",
+]
+
+#: The logger every audit line goes to, in the routers as in the admin app.
+AUDIT_LOGGER: Final = "switchboard.audit"
+
+
+def key_file_of(args: argparse.Namespace, directory: str | None) -> str:
+    """Where the stack key is read: ``--key-file``, else ``stack.key`` in the run
+    directory, else ``""`` (none)."""
+    from router_core.credentials import KEY_FILE
+
+    given: str | None = args.key_file
+    if given is None and directory:
+        given = os.path.join(directory, KEY_FILE)
+    return given or ""
+
+
+def client_key(args: argparse.Namespace, directory: str | None) -> str | None:
+    """The stack key a client of a running stack sends: read from ``--key-file`` or the
+    run directory's ``stack.key`` (never created: the stack made it), None without
+    either; :class:`UsageError` for a key file that is missing or cannot be used."""
+    from router_core.credentials import KeyFileError, read_key
+
+    where = key_file_of(args, directory)
+    if not where:
+        return None
+    try:
+        return read_key(Path(where))
+    except KeyFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def add_audit_log_flag(parser: argparse.ArgumentParser) -> None:
+    """``--audit-log``: a JSON-lines file for the control socket's audit records."""
+    parser.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="also append each control-socket audit record (every mutation and every "
+        "refused request) to this JSON-lines file, created 0600 (default: the log only)",
+    )
+
+
+def audit_log(args: argparse.Namespace) -> AuditLog:
+    """The audit log ``--audit-log`` asks for, its file open now; :class:`UsageError`
+    when the file cannot be opened for appending."""
+    from router_core.audit import AuditLog
+
+    given: str | None = args.audit_log
+    log = AuditLog(logging.getLogger(AUDIT_LOGGER), Path(given) if given else None)
+    try:
+        log.open()
+    except OSError as exc:
+        raise UsageError(f"--audit-log {given}: {exc.strerror or exc}") from None
+    return log
+
+
+def control_guard(
+    args: argparse.Namespace, directory: str | None, key: str | None, role: str
+) -> ControlGuard:
+    """A router's control guard: ``key`` (its stack key, None: none), the key file named
+    in a refusal, the audit log of ``--audit-log`` (opened now), and ``role``."""
+    from router_core.control.guard import ControlGuard
+
+    return ControlGuard(
+        key=key, key_file=key_file_of(args, directory), audit=audit_log(args), role=role
+    )
