@@ -103,11 +103,20 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = AsyncControlClient(settings.control_endpoint, timeout_s=settings.control_timeout_s)
+        key = settings.control_key.get_secret_value() if settings.control_key else None
+        client = AsyncControlClient(
+            settings.control_endpoint,
+            timeout_s=settings.control_timeout_s,
+            key=key,
+            actor="admin",
+        )
         clients = {"tokenizer_router": client}
         if settings.detok_control_endpoint is not None:
             clients["detokenizer_router"] = AsyncControlClient(
-                settings.detok_control_endpoint, timeout_s=settings.metrics_timeout_s
+                settings.detok_control_endpoint,
+                timeout_s=settings.metrics_timeout_s,
+                key=key,
+                actor="admin",
             )
         audit.open()
         for each in clients.values():

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from switchboard.cli.access import client_key
 from switchboard.cli.support import (
     UsageError,
     add_common_flags,
@@ -107,17 +108,21 @@ def _settings(args: argparse.Namespace) -> Any:
     from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints
     from router_core.version import package_version
 
+    directory = run_dir(args)
     endpoint = args.control_endpoint
     if endpoint is None:
-        directory = run_dir(args)
         if directory is None:
             raise UsageError("give --run-dir or --control-endpoint")
         endpoint = RouterEndpoints.in_run_dir(directory).control
     detok_endpoint = args.detok_control_endpoint
-    if detok_endpoint is None and args.run_dir is not None:
-        detok_endpoint = DetokenizerRouterEndpoints.in_run_dir(args.run_dir, 1).control
+    if detok_endpoint is None and directory is not None:
+        detok_endpoint = DetokenizerRouterEndpoints.in_run_dir(directory, 1).control
     # Unset, the environment's SWITCHBOARD_ADMIN_AUDIT_LOG (if any) applies.
-    given = {"audit_log": args.audit_log} if args.audit_log is not None else {}
+    given: dict[str, Any] = {"audit_log": args.audit_log} if args.audit_log is not None else {}
+    # The stack key of --key-file or the run dir (else SWITCHBOARD_ADMIN_CONTROL_KEY, if set).
+    key = client_key(args, directory)
+    if key is not None:
+        given["control_key"] = key
     try:
         return AdminSettings(
             **given,
