@@ -14,6 +14,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.events import DEFAULT_MAX_SUBSCRIBERS
 from app.tokens import TokenTable, check_exposed_tokens, parse_tokens
+from httpkit.hosts import parse_allowed_hosts
+from httpkit.limits import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_KEEP_ALIVE_S,
+    DEFAULT_MAX_HEADER_BYTES,
+    HttpLimits,
+)
 from router_core.endpoints import EndpointError, check_endpoint, is_loopback_host
 
 __all__ = ["ENV_PREFIX", "STATIC_DIR", "AdminSettings", "is_loopback_host"]
@@ -90,6 +98,39 @@ class AdminSettings(BaseSettings):
         "a few bytes; 1 MiB still lets a large malformed one, such as deeply nested JSON, "
         "be answered 400 for what is wrong with it)",
     )
+    max_header_bytes: int = Field(
+        default=DEFAULT_MAX_HEADER_BYTES,
+        ge=1,
+        description="largest request head (request line and headers) in bytes; a larger "
+        "one is answered 431 and no more of it read",
+    )
+    header_timeout_s: float = Field(
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        gt=0,
+        description="seconds a request head has to arrive whole from its first byte; then 408",
+    )
+    body_timeout_s: float = Field(
+        default=DEFAULT_BODY_TIMEOUT_S,
+        gt=0,
+        description="seconds a request body has to arrive whole after its head; then 408",
+    )
+    keep_alive_s: float = Field(
+        default=DEFAULT_KEEP_ALIVE_S,
+        gt=0,
+        description="seconds a connection without a request in progress (a fresh one too) "
+        "stays open",
+    )
+    max_connections: int = Field(
+        default=512,
+        ge=1,
+        description="connections held at once; beyond, 503 and close (room for "
+        "max_subscribers event streams and the console's requests)",
+    )
+    allowed_hosts: str = Field(
+        default="",
+        description="Host names accepted besides localhost, loopback addresses and the "
+        "address a request came in on (comma-separated; * accepts any); others get 421",
+    )
     audit_log: Path | None = Field(
         default=None,
         description="a file that gets every audit record as one JSON object per line, besides "
@@ -101,6 +142,12 @@ class AdminSettings(BaseSettings):
     )
 
     _tokens: TokenTable = PrivateAttr(default_factory=TokenTable)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_list(cls, value: str) -> str:
+        parse_allowed_hosts(value)  # a ValueError names the entry
+        return value
 
     @field_validator("control_endpoint", "detok_control_endpoint")
     @classmethod
@@ -149,6 +196,17 @@ class AdminSettings(BaseSettings):
         ``allow_remote`` says it may; its tokens must then be long
         (:data:`~app.tokens.MIN_REMOTE_TOKEN_CHARS`)."""
         return self.allow_remote or not is_loopback_host(self.host)
+
+    @property
+    def http_limits(self) -> HttpLimits:
+        """The HTTP limits these settings set (:mod:`httpkit.limits`)."""
+        return HttpLimits(
+            max_header_bytes=self.max_header_bytes,
+            header_timeout_s=self.header_timeout_s,
+            body_timeout_s=self.body_timeout_s,
+            keep_alive_s=self.keep_alive_s,
+            max_connections=self.max_connections,
+        )
 
     @property
     def tokens(self) -> TokenTable:
