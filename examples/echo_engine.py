@@ -5,6 +5,10 @@ It answers every GENERATE one token per step, echoing the prompt's token ids (at
 answers every EMBED at once; applies and acknowledges every pause and continue; and
 publishes its load every ``--load-interval-s`` seconds. SIGTERM or SIGINT stops it.
 
+It presents the stack key, as every engine must to a router that has one: the link puts
+it in every acknowledgement and load snapshot. The key is ``<run dir>/stack.key`` (or
+``--key-file``), which ``switchboard up`` writes at start.
+
     python examples/echo_engine.py --run-dir /tmp/sb [--outputs-via router]
 """
 
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from router_core import Command, EngineEndpoints, EngineInput, EngineLink, Request
+from router_core.credentials import resolve_key
 from router_core.wire.control import ContinueRequest, FreezeGC, LoadSnapshot, PauseRequest
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
@@ -139,6 +144,7 @@ class EchoEngine:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--run-dir", required=True, help="the stack's run directory")
+    parser.add_argument("--key-file", help="the stack key (default: stack.key in --run-dir)")
     # "detokenizers" is the old spelling of "direct" (EngineEndpoints takes both).
     parser.add_argument(
         "--outputs-via", choices=("direct", "router", "detokenizers"), default="direct"
@@ -153,7 +159,8 @@ def main() -> None:
         signal.signal(sig, lambda signum, frame: stop.set())
 
     endpoints = EngineEndpoints.in_run_dir(args.run_dir, outputs_via=args.outputs_via)
-    with EngineLink(endpoints) as link:
+    key = resolve_key(args.key_file, args.run_dir)
+    with EngineLink(endpoints, key=key) as link:
         engine = EchoEngine(link, args.tokens)
         next_load = 0.0
         while not stop.is_set():

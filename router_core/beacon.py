@@ -4,7 +4,8 @@ The detokenizer router and each detokenizer make an :class:`IncarnationBeacon` w
 start (its incarnation is that moment, Unix ns) and ask it in their loop's tick whether
 the next :class:`~router_core.wire.control.UpstreamIncarnation` is due. The router
 passes a new incarnation on to the workers, which then end the requests whose rows died
-with the old process (``router_core.worker_link.idle``). Pure: time comes in.
+with the old process (``router_core.worker_link.idle``). A beacon carries the stack key
+(a router that has one refuses beacons without it). Pure: time comes in.
 """
 
 from __future__ import annotations
@@ -26,14 +27,21 @@ MAX_UPSTREAM_PROCESSES: Final = 256
 
 
 class IncarnationBeacon:
-    """``process``'s beacon (``detokenizer-router``, ``detokenizer-<j>``)."""
+    """``process``'s beacon (``detokenizer-router``, ``detokenizer-<j>``), carrying ``key``
+    (the stack key; None: none)."""
 
     def __init__(
-        self, process: str, *, incarnation: int | None = None, interval_s: float = BEACON_INTERVAL_S
+        self,
+        process: str,
+        *,
+        incarnation: int | None = None,
+        interval_s: float = BEACON_INTERVAL_S,
+        key: str | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.process = process
+        self._key = key or ""
         self.incarnation = time.time_ns() if incarnation is None else incarnation
         self.interval_s = interval_s
         self._next = 0.0
@@ -46,7 +54,8 @@ class IncarnationBeacon:
         if now < self._next:
             return None
         self._next = now + self.interval_s
-        return frame_message(Kind.UPSTREAM, UpstreamIncarnation(self.process, self.incarnation))
+        news = UpstreamIncarnation(self.process, self.incarnation, key=self._key)
+        return frame_message(Kind.UPSTREAM, news)
 
     def next_due(self) -> float:
         """When the next beacon is due (monotonic seconds)."""

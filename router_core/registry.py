@@ -68,6 +68,18 @@ class WorkerRecord:
     #: reports serving or paused.
     drain_command: Literal["drain", "undrain"] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The secret of this worker's registration: its heartbeats, acknowledgements and
+    #: deregistration must carry it. Never shown in a view (nor in a repr).
+    secret: str = field(default="", repr=False)
+
+    def same_process(self, registration: WorkerRegistration) -> bool:
+        """Whether ``registration`` comes from the process this record registered (the
+        same address, pid and start): a repeat, not a new incarnation of the worker."""
+        return (
+            registration.address == self.address
+            and registration.pid == self.pid
+            and registration.started_ns == self.started_ns
+        )
 
     def shown_state(self, now: float, unresponsive_after_s: float | None) -> WorkerState:
         """The state views show: ``unresponsive`` once silent longer than
@@ -159,12 +171,13 @@ class WorkerRegistry:
         return list(self._by_id.values())
 
     def register(
-        self, registration: WorkerRegistration, now: float
+        self, registration: WorkerRegistration, now: float, secret: str = ""
     ) -> tuple[WorkerRecord, list[WorkerRecord]]:
         """Add or refresh a worker; idempotent for a repeated registration.
 
-        A repeated registration (same id, same address) refreshes the record and keeps
-        its state. Returns the record and the records it replaced: the worker's previous
+        A repeated registration (same id, same address) refreshes the record (pid, host,
+        version, start) and keeps its state. ``secret`` becomes the record's secret.
+        Returns the record and the records it replaced: the worker's previous
         incarnation if it came back with a new address, and another worker that held
         this address. Replaced records are removed; their sockets should be closed.
         """
@@ -193,7 +206,11 @@ class WorkerRegistry:
             self._by_address[record.address] = record
         else:
             record.pid = registration.pid
+            record.host = registration.host
+            record.version = registration.version
+            record.started_ns = registration.started_ns
             record.last_seen = now
+        record.secret = secret
         return record, replaced
 
     def heartbeat(self, heartbeat: Heartbeat, now: float) -> WorkerRecord | None:

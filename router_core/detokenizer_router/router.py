@@ -69,7 +69,7 @@ class DetokenizerRouter:
         self._loop = PollLoop()
         self._targets: list[Destination] = []
         #: This incarnation, told to the tokenizer router each second (when it has one).
-        self._beacon = IncarnationBeacon("detokenizer-router")
+        self._beacon = IncarnationBeacon("detokenizer-router", key=settings.key)
         self._beacon_to: Destination | None = None
 
     def request_stop(self) -> None:

@@ -6,7 +6,7 @@ The flagged fields are the ``switchboard detok-router`` flags
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from router_core.detokenizer_router.picker import StickyKey
 from router_core.endpoints import DetokenizerRouterEndpoints
@@ -37,6 +37,8 @@ class DetokenizerRouterSettings:
     #: The tokenizer router's workers endpoint, told this router's incarnation each
     #: second (None: no beacon).
     router_workers: str | None = None
+    #: The stack key its beacons carry (:mod:`router_core.credentials`; None: none).
+    key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.endpoints.detokenizers:

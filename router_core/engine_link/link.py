@@ -22,6 +22,9 @@ message the socket refuses waits in the backlog, which every send and every
 :meth:`EngineLink.poll` flush, in order; a message that finds the backlog full is dropped,
 counted as ``dropped{backlog_full}``, and the send returns False. So an engine whose
 peers stall keeps running, uses bounded memory, and learns of every loss.
+
+``key`` (the stack key, ``<run dir>/stack.key``) goes in the ``secret`` of every
+acknowledgement and load snapshot: a router that has a key refuses those without it.
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ class EngineLink:
         backlog_limit: int = DEFAULT_BACKLOG,
         budget: int = BUDGET,
         allow_remote: bool = False,
+        key: str | None = None,
     ) -> None:
         if min(hwm, backlog_limit, budget) <= 0:
             raise ValueError("hwm, backlog_limit and budget must be positive (bounded queues)")
@@ -113,6 +117,7 @@ class EngineLink:
         self._backlog_limit = backlog_limit
         self._budget = budget
         self._allow_remote = allow_remote
+        self._key = key or ""
         self._open: _OpenLink | None = None
         self._spans = RequestSpans()
         self._gate = InputGate()
@@ -308,19 +313,22 @@ class EngineLink:
 
     def acknowledge(self, op_id: str) -> bool:
         """Tell the router that pause/continue ``op_id`` has been applied."""
-        ack = Acknowledgement(op_id=op_id, participant=ENGINE)
+        ack = Acknowledgement(op_id=op_id, participant=ENGINE, secret=self._key)
         return self._send(self._link().events, frame_message(Kind.ACK, ack), "ack")
 
     def publish_load(self, snapshot: LoadSnapshot) -> bool:
         """Publish a load snapshot; also keeps the engine live.
 
         ``taken_ns`` is stamped now and ``engine_started_ns`` with when the link opened,
-        where they are 0 (the latter is how workers notice an engine restart).
+        where they are 0 (the latter is how workers notice an engine restart); ``secret``
+        is the link's key.
         """
+        stamps: dict[str, object] = {"secret": self._key}
         if snapshot.taken_ns == 0:
-            snapshot = msgspec.structs.replace(snapshot, taken_ns=time.time_ns())
+            stamps["taken_ns"] = time.time_ns()
         if snapshot.engine_started_ns == 0:
-            snapshot = msgspec.structs.replace(snapshot, engine_started_ns=self._link().opened_ns)
+            stamps["engine_started_ns"] = self._link().opened_ns
+        snapshot = msgspec.structs.replace(snapshot, **stamps)
         return self._send(self._link().events, frame_message(Kind.LOAD, snapshot), "load")
 
     def backlogs(self) -> dict[str, int]:

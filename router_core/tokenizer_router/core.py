@@ -28,6 +28,7 @@ from router_core.tokenizer_router.durable import DrainMarks, DurableState
 from router_core.tokenizer_router.effects import Effect, Instant, Persist
 from router_core.tokenizer_router.engine_events import EngineEvents, EngineState
 from router_core.tokenizer_router.pause import PauseCoordinator
+from router_core.tokenizer_router.peers import PeerCheck
 from router_core.tokenizer_router.registration import RegistrationHandler
 from router_core.tokenizer_router.settings import RouterSettings
 from router_core.tokenizer_router.upstream import UpstreamIncarnations
@@ -65,6 +66,8 @@ class RouterCore:
         #: Workers an operator drained: drained again when they (re-)register.
         self.drain_marks = DrainMarks(() if restored is None else restored.drained)
         self.counters = Counters()
+        #: The stack key peers must present (none: they are not authenticated).
+        self.peers = PeerCheck(settings.key, self.counters)
         self.traffic = TrafficStats()
         self.registry = WorkerRegistry(settings.heartbeat_timeout_s)
         self.engine = EngineState(timeout_s=settings.engine_timeout_s)
@@ -78,7 +81,7 @@ class RouterCore:
             restored=restored,
         )
         #: The output path's incarnations, told to the workers.
-        self.upstream = UpstreamIncarnations(self.registry, self.counters)
+        self.upstream = UpstreamIncarnations(self.registry, self.counters, self.peers)
         self.registration = RegistrationHandler(
             settings,
             registry=self.registry,
@@ -90,6 +93,7 @@ class RouterCore:
             counters=self.counters,
             traffic=self.traffic,
             connect=connect,
+            peers=self.peers,
         )
         self.backward = BackwardPath(self.registry, self.counters, self.traffic)
         self.view = RouterView(
@@ -102,7 +106,9 @@ class RouterCore:
             started=started,
         )
         registration = self.registration
-        engine_events = EngineEvents(self.engine, self.pause, self.registry, self.counters)
+        engine_events = EngineEvents(
+            self.engine, self.pause, self.registry, self.counters, self.peers
+        )
         #: The workers' control socket: registration, liveness, acknowledgements.
         self.worker_messages = InboundTable(
             {

@@ -4,8 +4,11 @@
 :class:`EngineEvents` handles the two messages the engine sends the router
 (acknowledgements and load snapshots). An engine the router has not seen in the current
 pause state yet (the first load report after this router started, or one from a new
-engine incarnation) is sent the current state's command again. Pure: time comes in as
-an :class:`Instant`.
+engine incarnation) is sent the current state's command again. A router with a stack
+key refuses both messages unless their ``secret`` is that key (``rejected{bad_engine_key}``):
+anyone else could otherwise make the engine look live, acknowledge in its name, or end
+every worker's requests with a snapshot of a new ``engine_started_ns``. Snapshots are
+kept and passed on without the key. Pure: time comes in as an :class:`Instant`.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from router_core.counters import Counters
 from router_core.registry import WorkerRegistry
 from router_core.tokenizer_router.effects import Effect, Instant, Send
+from router_core.tokenizer_router.peers import PeerCheck
 from router_core.traffic import BROADCAST
+from router_core.wire import encode_payload
 from router_core.wire.control import ENGINE, Acknowledgement, LoadSnapshot
 
 if TYPE_CHECKING:
@@ -53,11 +60,13 @@ class EngineEvents:
         pause: PauseCoordinator,
         registry: WorkerRegistry,
         counters: Counters,
+        peers: PeerCheck,
     ) -> None:
         self._engine = engine
         self._pause = pause
         self._registry = registry
         self._counters = counters
+        self._peers = peers
 
     def on_ack(
         self, ack: Acknowledgement, frames: Sequence[FrameLike], at: Instant
@@ -66,14 +75,22 @@ class EngineEvents:
         if ack.participant != ENGINE:
             self._counters.add("rejected", "ack_impersonation")
             return []
+        if not self._peers.has_key(ack.secret):
+            return self._peers.refuse("bad_engine_key", ENGINE, at)
         self._engine.seen_at = at.mono
         return self._pause.acknowledge(ack, at)
 
     def on_load(
         self, snapshot: LoadSnapshot, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
-        """``LOAD``: keep the snapshot and forward it, untouched, to every worker; bring
-        an engine this router has not seen in the pause state into it."""
+        """``LOAD``: keep the snapshot and forward it to every worker (its header untouched,
+        its payload without the key); bring an engine this router has not seen in the
+        pause state into it."""
+        if not self._peers.has_key(snapshot.secret):
+            return self._peers.refuse("bad_engine_key", ENGINE, at)
+        if snapshot.secret:  # the key stops here: workers and views never see it
+            snapshot = msgspec.structs.replace(snapshot, secret="")
+            frames = [frames[0], encode_payload(snapshot)]
         engine = self._engine
         engine.seen_at = engine.load_received_at = at.mono
         engine.latest_load = snapshot

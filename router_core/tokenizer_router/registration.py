@@ -8,6 +8,12 @@ registration with the current pause state and its own incarnation, so a late joi
 operator drained, and tells a heartbeating stranger (a worker of a router that
 restarted) to register again.
 
+Who may do so (:mod:`router_core.tokenizer_router.peers`): a registration must carry the
+stack key (when the router has one) and well-formed identifiers
+(:mod:`router_core.identifiers`); each accepted registration gets a new secret, and a
+heartbeat, acknowledgement or deregistration in a registered worker's name must carry
+the latest one. Anything else is refused, counted under ``rejected`` by reason.
+
 Pure: ``connect(address)`` is the shell's probe that the router can open a socket to a
 worker (it creates the destination); time comes in as an :class:`Instant`.
 """
@@ -21,17 +27,22 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from router_core.counters import Counters
+from router_core.credentials import matches, new_secret
 from router_core.endpoints import EndpointError, check_endpoint
+from router_core.identifiers import valid_address, valid_host, valid_version, valid_worker_id
 from router_core.registry import WorkerRecord, WorkerRegistry
 from router_core.tokenizer_router.durable import DrainMarks
 from router_core.tokenizer_router.effects import Effect, Forget, Instant, Persist, Send
 from router_core.tokenizer_router.pause import PauseCoordinator
+from router_core.tokenizer_router.peers import PeerCheck
 from router_core.tokenizer_router.settings import RouterSettings
 from router_core.tokenizer_router.upstream import UpstreamIncarnations
 from router_core.traffic import CONTROL, TrafficStats, message_bytes
 from router_core.wire import Kind, frame_message
 from router_core.wire.control import (
     ENGINE,
+    REASON_BAD_KEY,
+    REASON_UNKNOWN_WORKER,
     Acknowledgement,
     Deregistration,
     DrainCommand,
@@ -71,6 +82,7 @@ class RegistrationHandler:
         counters: Counters,
         traffic: TrafficStats,
         connect: Callable[[str], bool],
+        peers: PeerCheck,
     ) -> None:
         self._settings = settings
         self._registry = registry
@@ -82,6 +94,7 @@ class RegistrationHandler:
         self._counters = counters
         self._traffic = traffic
         self._connect = connect
+        self._peers = peers
         self._own_endpoints = frozenset(msgspec.structs.astuple(settings.endpoints))
 
     # ------------------------------------------------------------------ messages
@@ -89,21 +102,43 @@ class RegistrationHandler:
     def on_register(
         self, registration: WorkerRegistration, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
-        """``REGISTER``: add or refresh the worker and answer with the pause state; a
-        worker with a drain mark is told to drain again right after the reply."""
-        if registration.worker_id == ENGINE or not registration.worker_id:
-            self._counters.add("rejected", "bad_worker_id")
-            return []
+        """``REGISTER``: add or refresh the worker and answer with the pause state and its
+        secret (new, unless this repeats the registration of the same worker process); a
+        worker with a drain mark is told to drain again right after the reply.
+
+        Refused, with no reply: a bad worker id, address, host or version. Without the
+        stack key: refused, and answered ``accepted=False, reason="bad_key"`` through a
+        one-off socket, unless a registered worker holds that address (a forger must not
+        make a real worker think it was refused)."""
+        claimed = registration.worker_id
+        if claimed == ENGINE or not valid_worker_id(claimed):
+            return self._peers.refuse("bad_worker_id", claimed, at)
         if not self._usable_address(registration.address):
             return []
-        known = self._registry.get(registration.worker_id) is not None
-        if not known and len(self._registry) >= MAX_WORKERS:
+        if not self._peers.has_key(registration.key):
+            self._peers.refuse("bad_key", claimed, at)
+            if self._registry.by_address(registration.address) is not None:
+                return []
+            refusal = RegistrationReply(worker_id=claimed, accepted=False, reason=REASON_BAD_KEY)
+            answer = frame_message(Kind.REGISTER_REPLY, refusal)
+            return [Send(registration.address, answer, once=True)]
+        if not valid_host(registration.host):
+            return self._peers.refuse("bad_host", claimed, at)
+        if not valid_version(registration.version):
+            return self._peers.refuse("bad_version", claimed, at)
+        before = self._registry.get(claimed)
+        if before is None and len(self._registry) >= MAX_WORKERS:
             self._counters.add("rejected", "registry_full")
             return []
         if not self._connect(registration.address):
             self._counters.add("rejected", "bad_address")
             return []
-        record, replaced = self._registry.register(registration, at.mono)
+        # A repeat from the same process keeps its secret (registrations are re-sent
+        # until one is answered, so a new secret each time would make the heartbeats
+        # sent in between look forged); a new process of the worker gets a new one.
+        repeat = before is not None and before.same_process(registration)
+        secret = before.secret if before is not None and repeat else new_secret()
+        record, replaced = self._registry.register(registration, at.mono, secret)
         effects: list[Effect] = []
         for old in replaced:
             effects += self.depart(old, "replaced", at)
@@ -118,6 +153,7 @@ class RegistrationHandler:
             op_id=state.op_id,
             heartbeat_interval_s=self._settings.heartbeat_interval_s,
             incarnation=self._incarnation,
+            secret=record.secret,
         )
         self._counters.add("registrations", "accepted")
         self._count_control(record.worker_id, frames)
@@ -138,10 +174,17 @@ class RegistrationHandler:
     def on_heartbeat(
         self, heartbeat: Heartbeat, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
-        """``HEARTBEAT``: refresh a known worker; ask an unknown one to register again."""
-        if self._registry.heartbeat(heartbeat, at.mono) is not None:
+        """``HEARTBEAT``: refresh a known worker (refused without its secret); ask an
+        unknown one to register again."""
+        record = self._registry.get(heartbeat.worker_id)
+        if record is not None:
+            if not matches(heartbeat.secret, record.secret):
+                return self._peers.refuse("bad_secret", heartbeat.worker_id, at)
+            self._registry.heartbeat(heartbeat, at.mono)
             self._count_control(heartbeat.worker_id, frames)
             return []
+        if not valid_worker_id(heartbeat.worker_id):
+            return self._peers.refuse("bad_worker_id", heartbeat.worker_id, at)
         address = heartbeat.address
         if address and not self._usable_address(address):
             return []  # counted as bad_address
@@ -149,19 +192,22 @@ class RegistrationHandler:
         if not address or self._registry.by_address(address) is not None:
             return []
         reply = RegistrationReply(
-            worker_id=heartbeat.worker_id, accepted=False, reason="unknown worker; register"
+            worker_id=heartbeat.worker_id, accepted=False, reason=REASON_UNKNOWN_WORKER
         )
         return [Send(address, frame_message(Kind.REGISTER_REPLY, reply), once=True)]
 
     def on_deregister(
         self, leaving: Deregistration, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
-        """``DEREGISTER``: the worker left cleanly; forget it."""
-        self._count_control(leaving.worker_id, frames)
-        record = self._registry.deregister(leaving.worker_id)
+        """``DEREGISTER``: the worker left cleanly; forget it (refused without its secret)."""
+        record = self._registry.get(leaving.worker_id)
         if record is None:
             self._counters.add("rejected", "unknown_worker")
             return []
+        if not matches(leaving.secret, record.secret):
+            return self._peers.refuse("bad_secret", leaving.worker_id, at)
+        self._count_control(leaving.worker_id, frames)
+        self._registry.deregister(leaving.worker_id)
         reason = leaving.reason or "unspecified"
         self._counters.add(
             "deregistrations", reason if reason in DEREGISTRATION_LABELS else "other"
@@ -175,10 +221,17 @@ class RegistrationHandler:
     def on_ack(
         self, ack: Acknowledgement, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
-        """``ACK`` from a worker (never in the engine's name) for the pause coordinator."""
+        """``ACK`` from a registered worker, with its secret (never in the engine's name),
+        for the pause coordinator."""
         if ack.participant == ENGINE:
             self._counters.add("rejected", "ack_impersonation")
             return []
+        record = self._registry.get(ack.participant)
+        if record is None:
+            self._counters.add("rejected", "unknown_worker")
+            return []
+        if not matches(ack.secret, record.secret):
+            return self._peers.refuse("bad_secret", ack.participant, at)
         self._count_control(ack.participant, frames)
         return self._pause.acknowledge(ack, at)
 
@@ -207,6 +260,9 @@ class RegistrationHandler:
         It must pass the endpoint rules (loopback unless allowed) and must not be one of
         the router's own or the engine's endpoints.
         """
+        if not valid_address(address):
+            self._counters.add("rejected", "bad_address")
+            return False
         try:
             check_endpoint(address, allow_remote=self._settings.allow_remote)
         except EndpointError:

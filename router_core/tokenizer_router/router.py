@@ -139,6 +139,12 @@ class TokenizerRouter:
             self._loop.watch(outputs_in, lambda: drain(outputs_in, self._on_output, core.counters))
             self._loop.watch(control_socket, control.handle_ready)
             self._log_restored()
+            if not core.peers.authenticated:
+                logger.warning(
+                    "tokenizer router has no stack key: any local process that can reach "
+                    "its sockets can register as a worker, speak for the engine and send "
+                    "beacons; give --run-dir (stack.key in it) or --key-file to require the key"
+                )
             self._persist(core.persist())  # this incarnation, before anything is sent
             logger.info(
                 "tokenizer router serving in pid %d, incarnation %d",

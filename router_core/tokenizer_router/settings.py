@@ -6,7 +6,7 @@ their defaults, bounds and help are written here only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from router_core.endpoints import RouterEndpoints
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
@@ -54,8 +54,17 @@ class RouterSettings:
     #: (``<run dir>/router-state.json`` under ``switchboard up``); None keeps them in
     #: memory only, so a restart forgets them.
     state_file: str | None = None
+    #: The stack key every peer must present (``<run dir>/stack.key`` under ``switchboard
+    #: up``, :mod:`router_core.credentials`); None: peers are not authenticated, which
+    #: ``allow_remote`` refuses.
+    key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.allow_remote and self.key is None:
+            raise ValueError(
+                "--allow-remote needs a stack key, so that remote peers must prove they "
+                "belong to the stack: give --key-file, or --run-dir (stack.key in it)"
+            )
         if self.heartbeat_timeout_s <= self.heartbeat_interval_s:
             raise ValueError("heartbeat_timeout_s must exceed heartbeat_interval_s")
         if min(self.barrier_timeout_s, self.engine_timeout_s, self.drain_timeout_s) < 0:

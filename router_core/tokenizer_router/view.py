@@ -84,7 +84,9 @@ class RouterView:
         latest, received = self._engine.latest_load, self._engine.load_received_at
         if latest is None or received is None:
             return None
-        return LoadReply(**msgspec.structs.asdict(latest), age_s=round(at.mono - received, 3))
+        fields = msgspec.structs.asdict(latest)
+        del fields["secret"]  # never kept, and never shown
+        return LoadReply(**fields, age_s=round(at.mono - received, 3))
 
     def status(self, at: Instant) -> RouterStatus:
         """Counters, registry summary, pause state and backlogs, for ``status``."""

@@ -8,6 +8,8 @@ import msgspec
 
 __all__ = [
     "ENGINE",
+    "REASON_BAD_KEY",
+    "REASON_UNKNOWN_WORKER",
     "Acknowledgement",
     "ContinueRequest",
     "Deregistration",
@@ -28,6 +30,12 @@ __all__ = [
 
 #: The engine's name as a barrier participant: the ``participant`` of its acknowledgements.
 ENGINE: Final = "engine"
+
+#: ``RegistrationReply.reason`` of a refusal to a worker the router does not know (it
+#: restarted, or declared the worker dead): register again at once.
+REASON_UNKNOWN_WORKER: Final = "unknown worker; register"
+#: ``RegistrationReply.reason`` of a registration refused for want of the stack key.
+REASON_BAD_KEY: Final = "bad_key"
 
 #: ``abort``: in-flight requests end with finish reason abort; ``retract``: running
 #: requests go back to the waiting queue; ``in_place``: freeze and keep all state.
@@ -60,6 +68,9 @@ class WorkerRegistration(msgspec.Struct, omit_defaults=True):
 
     ``address`` is the endpoint the worker binds a PULL socket on for everything the
     router and the detokenizers send it; it is also the worker's identity on the wire.
+    ``worker_id`` follows :data:`router_core.identifiers.WORKER_ID_RULE`. ``key`` is the
+    stack key (:mod:`router_core.credentials`): a router that has one refuses a
+    registration without it.
     """
 
     worker_id: str
@@ -68,6 +79,7 @@ class WorkerRegistration(msgspec.Struct, omit_defaults=True):
     host: str = ""
     version: str = ""
     started_ns: int = 0
+    key: str = ""
 
 
 class RegistrationReply(msgspec.Struct, omit_defaults=True):
@@ -77,6 +89,10 @@ class RegistrationReply(msgspec.Struct, omit_defaults=True):
     incarnation, restored from the run directory); ``incarnation`` is the replying
     router's own (0 from a router that predates incarnations). A worker takes the state
     of a newer incarnation whatever its ``op_id``.
+
+    ``secret`` (accepted replies) is new for each accepted registration: the worker puts
+    it in every heartbeat, acknowledgement and deregistration it sends from then on, and
+    the router refuses those that do not carry it.
     """
 
     worker_id: str
@@ -87,6 +103,7 @@ class RegistrationReply(msgspec.Struct, omit_defaults=True):
     heartbeat_interval_s: float = 1.0
     reason: str = ""
     incarnation: int = 0
+    secret: str = ""
 
 
 class Heartbeat(msgspec.Struct, omit_defaults=True):
@@ -103,6 +120,8 @@ class Heartbeat(msgspec.Struct, omit_defaults=True):
     requests_sent: int = 0
     #: Output rows this worker has received since it started.
     rows_received: int = 0
+    #: The secret of the worker's registration (``RegistrationReply.secret``).
+    secret: str = ""
 
 
 class Deregistration(msgspec.Struct, omit_defaults=True):
@@ -110,6 +129,8 @@ class Deregistration(msgspec.Struct, omit_defaults=True):
 
     worker_id: str
     reason: str = "shutdown"
+    #: The secret of the worker's registration (``RegistrationReply.secret``).
+    secret: str = ""
 
 
 class DrainCommand(msgspec.Struct, omit_defaults=True):
@@ -143,11 +164,13 @@ class PauseContinueBroadcast(msgspec.Struct, omit_defaults=True):
 class Acknowledgement(msgspec.Struct, omit_defaults=True):
     """Worker or engine -> router: operation ``op_id`` has been applied by ``participant``.
 
-    ``participant`` is a worker id, or ``"engine"``.
+    ``participant`` is a worker id, or ``"engine"``. ``secret`` is a worker's registration
+    secret (``RegistrationReply.secret``), or the engine's stack key.
     """
 
     op_id: str
     participant: str
+    secret: str = ""
 
 
 class UpstreamIncarnation(msgspec.Struct, omit_defaults=True):
@@ -158,10 +181,14 @@ class UpstreamIncarnation(msgspec.Struct, omit_defaults=True):
     sighting or a restart) on to every worker, and every one it knows to a worker that
     registers. A worker that sees a process's incarnation grow knows that the rows the
     old one held are gone: a request that then gets no more output ends (``rows_lost``).
+
+    ``key`` is the stack key; a router that has one refuses a beacon without it, and
+    passes beacons on to the workers without it.
     """
 
     process: str
     incarnation: int
+    key: str = ""
 
 
 class FreezeGC(msgspec.Struct, omit_defaults=True):
@@ -182,3 +209,6 @@ class LoadSnapshot(msgspec.Struct, omit_defaults=True):
     #: When this engine incarnation started (Unix ns). A change tells the workers that
     #: the engine restarted, so their requests in flight in it are lost.
     engine_started_ns: int = 0
+    #: The stack key, from the engine; a router that has one refuses a snapshot without
+    #: it, and passes snapshots on to the workers without it.
+    secret: str = ""

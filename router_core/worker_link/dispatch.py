@@ -35,6 +35,7 @@ import msgspec
 
 from router_core import tracing
 from router_core.counters import Counters
+from router_core.identifiers import shown
 from router_core.traffic import message_bytes
 from router_core.wire import BATCH_KINDS, Header, Kind, WireError, decode_payload
 from router_core.wire.codec import PAYLOAD_TYPES, Frames
@@ -233,8 +234,15 @@ class InboundDispatch:
         """The router accepted or refused us (a refusal: register again at once); a newer
         router incarnation is a restart."""
         restarts = self._session.router_restarts
+        refused_before = self._session.refusal
         replies = self._session.on_registration_reply(reply)
         self._counters.add("registration_replies", "accepted" if reply.accepted else "refused")
+        if self._session.refusal and not refused_before:  # once per refused spell
+            logger.error(
+                "worker link: the router refuses this worker (%s): it needs the stack's "
+                "key; give the worker the stack's --run-dir or --key-file",
+                shown(self._session.refusal),
+            )
         self._answer(replies)
         if self._session.router_restarts != restarts:
             self._counters.add("router_restarts", "seen")
@@ -274,7 +282,7 @@ class InboundDispatch:
         if marked:
             logger.warning(
                 "worker link: %s restarted; %d requests must show output within the grace",
-                news.process,
+                shown(news.process),
                 marked,
             )
 

@@ -86,7 +86,7 @@ class WorkerLink:
         if identity.address != settings.address:
             raise ValueError("identity.address must be the settings' address")
         self.settings = settings
-        self.session = WorkerSession(identity)
+        self.session = WorkerSession(identity, key=settings.key)
         self.counters = Counters()
         self._streams: dict[str, ResponseStream] = {}
         self._admission = asyncio.Event()

@@ -10,6 +10,13 @@ sequence)`` (:func:`~router_core.wire.control.op_order`): an older operation arr
 late is acknowledged but changes nothing. A registration reply from a router incarnation
 newer than any seen before sets the state whatever its ``op_id`` (the router that
 replaced ours knows best), and counts as a router restart.
+
+Credentials: the registration carries the stack key (if the worker has one); the
+router's accepted reply carries a secret, which every heartbeat, acknowledgement and
+deregistration carries from then on (the router refuses those without it). A refusal
+for want of the key (``bad_key``) is not answered by an immediate new registration (the
+timer tries again at its retry interval), and is ignored while registered: a real one
+only follows an "unknown worker" refusal, which unregisters first.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ from __future__ import annotations
 from typing import Final
 
 from router_core.beacon import MAX_UPSTREAM_PROCESSES
+from router_core.identifiers import check_worker_id
 from router_core.wire import Kind
 from router_core.wire.codec import Frames, frame_message
 from router_core.wire.control import (
+    REASON_BAD_KEY,
     Acknowledgement,
     Deregistration,
     DrainCommand,
@@ -42,14 +51,17 @@ DEFAULT_HEARTBEAT_INTERVAL_S: Final = 1.0
 
 
 class WorkerIdentity:
-    """What a worker registers as; fixed for the worker's lifetime."""
+    """What a worker registers as; fixed for the worker's lifetime.
+
+    ``ValueError`` for a ``worker_id`` that breaks the identifier rule
+    (:data:`router_core.identifiers.WORKER_ID_RULE`): a router would refuse it."""
 
     __slots__ = ("address", "host", "pid", "started_ns", "version", "worker_id")
 
     def __init__(
         self, worker_id: str, address: str, *, pid: int, host: str, version: str, started_ns: int
     ) -> None:
-        self.worker_id = worker_id
+        self.worker_id = check_worker_id(worker_id)
         self.address = address
         self.pid = pid
         self.host = host
@@ -58,10 +70,17 @@ class WorkerIdentity:
 
 
 class WorkerSession:
-    """Registration, pause and drain state of one worker, and its in-flight requests."""
+    """Registration, pause and drain state of one worker, and its in-flight requests.
 
-    def __init__(self, identity: WorkerIdentity) -> None:
+    ``key`` is the stack key this worker registers with (None: none)."""
+
+    def __init__(self, identity: WorkerIdentity, *, key: str | None = None) -> None:
         self.identity = identity
+        self._key = key or ""
+        #: The secret of the accepted registration ("" before one).
+        self._secret = ""
+        #: Why the router last refused a registration ("" since an accepted one).
+        self.refusal = ""
         self.registered = False
         self.paused = False
         self.pause_mode: PauseMode | None = None
@@ -115,6 +134,7 @@ class WorkerSession:
             host=me.host,
             version=me.version,
             started_ns=me.started_ns,
+            key=self._key,
         )
         return frame_message(Kind.REGISTER, registration)
 
@@ -129,23 +149,32 @@ class WorkerSession:
             address=self.identity.address,
             requests_sent=self.requests_sent,
             rows_received=self.rows_received,
+            secret=self._secret,
         )
         return frame_message(Kind.HEARTBEAT, beat)
 
     def deregistration(self, reason: str = "shutdown") -> Frames:
         """The message that makes the router forget this worker."""
-        return frame_message(Kind.DEREGISTER, Deregistration(self.worker_id, reason))
+        leaving = Deregistration(self.worker_id, reason, secret=self._secret)
+        return frame_message(Kind.DEREGISTER, leaving)
 
     # ------------------------------------------------------------------ inbound
 
     def on_registration_reply(self, reply: RegistrationReply) -> list[Frames]:
-        """Apply the router's answer; a refusal (the router forgot us) means register again."""
+        """Apply the router's answer; a refusal (the router forgot us) means register again
+        at once, unless it is for want of the key (see the module docstring)."""
         if reply.worker_id != self.worker_id:
             return []
         if not reply.accepted:
+            if reply.reason == REASON_BAD_KEY:
+                if not self.registered:
+                    self.refusal = REASON_BAD_KEY
+                return []
             self.registered = False
             return [self.registration()]
         self.registered = True
+        self.refusal = ""
+        self._secret = reply.secret
         self.heartbeat_interval_s = reply.heartbeat_interval_s or DEFAULT_HEARTBEAT_INTERVAL_S
         order = op_order(reply.op_id)
         if self._learn_incarnation(reply.incarnation):
@@ -165,7 +194,7 @@ class WorkerSession:
             self._learn_incarnation(order[0])
         if self._is_current(order):
             self._set_pause(op.is_pause, op.mode)
-        ack = Acknowledgement(op_id=op.op_id, participant=self.worker_id)
+        ack = Acknowledgement(op_id=op.op_id, participant=self.worker_id, secret=self._secret)
         return [frame_message(Kind.ACK, ack)]
 
     def _learn_incarnation(self, incarnation: int) -> bool:

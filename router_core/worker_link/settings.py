@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from router_core.endpoints import RouterEndpoints, check_endpoint, worker_address
@@ -54,6 +54,9 @@ class WorkerLinkSettings:
         bound="positive",
     )
     allow_remote: bool = False
+    #: The stack key the worker registers with (:mod:`router_core.credentials`); None:
+    #: none (accepted only by a router that has no key either).
+    key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for endpoint in (self.address, self.requests_endpoint, self.workers_endpoint):

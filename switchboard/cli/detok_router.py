@@ -23,6 +23,7 @@ from switchboard.cli.support import (
     positive_int,
     run_dir,
     serve,
+    stack_key,
     state_file,
 )
 
@@ -83,6 +84,7 @@ def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
         endpoints=endpoints,
         state_file=saved,
         router_workers=beacon_endpoint(args, directory),
+        key=stack_key(args, directory),
     )
 
 

@@ -18,6 +18,7 @@ from switchboard.cli.support import (
     checked_endpoint,
     run_dir,
     serve,
+    stack_key,
     state_file,
 )
 
@@ -67,7 +68,8 @@ def settings(args: argparse.Namespace) -> RouterSettings:
         }
     )
     saved = state_file(args, directory, ROUTER_STATE_FILE)
-    return loop_settings(RouterSettings, args, endpoints=endpoints, state_file=saved)
+    key = stack_key(args, directory)
+    return loop_settings(RouterSettings, args, endpoints=endpoints, state_file=saved, key=key)
 
 
 def run(args: argparse.Namespace) -> int:

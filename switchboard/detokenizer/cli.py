@@ -21,6 +21,7 @@ from switchboard.cli.support import (
     positive_int,
     run_dir,
     serve,
+    stack_key,
 )
 from switchboard.detokenizer.process import Detokenizer
 from switchboard.detokenizer.settings import DetokenizerSettings
@@ -74,6 +75,7 @@ def build(args: argparse.Namespace) -> Detokenizer:
         outputs_to="router" if args.outputs_via == "router" else "workers",
         router_outputs=router_outputs,
         router_workers=beacon_endpoint(args, directory),
+        key=stack_key(args, directory),
         tokenizer=tokenizer,
     )
     return Detokenizer(settings)

@@ -88,7 +88,7 @@ class Detokenizer:
         self._export: CounterExport | None = None
         self._next_export = 0.0
         #: This incarnation, told to the tokenizer router each second (when it has one).
-        self._beacon = IncarnationBeacon(f"detokenizer-{settings.index}")
+        self._beacon = IncarnationBeacon(f"detokenizer-{settings.index}", key=settings.key)
         self._beacon_to: Destination | None = None
         self._handlers: dict[Kind, Handler] = {
             Kind.TOKEN_BATCH: self._on_tokens,

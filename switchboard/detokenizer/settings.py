@@ -6,7 +6,7 @@ their defaults, bounds and help are written here only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
@@ -34,6 +34,8 @@ class DetokenizerSettings:
     #: The tokenizer router's workers endpoint, told this detokenizer's incarnation each
     #: second (None: no beacon).
     router_workers: str | None = None
+    #: The stack key its beacons carry (:mod:`router_core.credentials`; None: none).
+    key: str | None = field(default=None, repr=False)
     #: A loaded tokenizer; None loads the built-in default in :meth:`Detokenizer.run`.
     tokenizer: Tokenizer | None = None
     hwm: int = DEFAULT_HWM

@@ -19,6 +19,7 @@ from switchboard.cli.support import (
     positive_float,
     run_dir,
     serve,
+    stack_key,
 )
 from switchboard.engine.engine import DEFAULT_LOAD_INTERVAL_S
 from switchboard.engine.scheduler import SchedulerConfig
@@ -59,8 +60,7 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def _endpoints(args: argparse.Namespace) -> EngineEndpoints:
-    directory = run_dir(args)
+def _endpoints(args: argparse.Namespace, directory: str | None) -> EngineEndpoints:
     defaults = EngineEndpoints.in_run_dir(directory, args.outputs_via) if directory else None
     return EngineEndpoints(
         **{
@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     from switchboard.engine.engine import BuiltinEngine
     from switchboard.text import TokenizerLoadError, load_tokenizer
 
-    endpoints = _endpoints(args)
+    directory = run_dir(args)
+    endpoints = _endpoints(args, directory)
+    key = stack_key(args, directory)
     try:
         tokenizer = load_tokenizer(args.tokenizer)
         pool = text_token_pool(tokenizer.vocab_size, tokenizer.decode, tokenizer.special_token_ids)
@@ -94,7 +96,11 @@ def run(args: argparse.Namespace) -> int:
     except (TokenizerLoadError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     link = EngineLink(
-        endpoints, hwm=args.hwm, backlog_limit=args.backlog, allow_remote=args.allow_remote
+        endpoints,
+        hwm=args.hwm,
+        backlog_limit=args.backlog,
+        allow_remote=args.allow_remote,
+        key=key,
     )
     scheduler = Scheduler(config, decode=tokenizer.decode)
     return serve(BuiltinEngine(link, scheduler, load_interval_s=args.load_interval_s), args)

@@ -11,12 +11,20 @@ from typing import Any
 
 from router_core import tracing
 from router_core.endpoints import EndpointError, RouterEndpoints, worker_address
+from router_core.identifiers import check_worker_id
 from router_core.process import die_with_parent
 from router_core.worker_link import WorkerLinkSettings
 from switchboard import __version__
 from switchboard.cli.flags import add_settings_flags, settings_values
-from switchboard.cli.support import UsageError, add_common_flags, configure_logging, run_dir
+from switchboard.cli.support import (
+    UsageError,
+    add_common_flags,
+    configure_logging,
+    run_dir,
+    stack_key,
+)
 from switchboard.text import TokenizerLoadError, load_tokenizer
+from switchboard.worker.caps import RequestCaps
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = ["add_parser", "run", "settings"]
@@ -29,6 +37,13 @@ def add_parser(sub: Any) -> None:
     )
     add_common_flags(parser)
     add_settings_flags(parser, WorkerSettings)
+    add_settings_flags(parser, RequestCaps)
+    parser.add_argument(
+        "--accept-any-content-type",
+        action="store_true",
+        help="read any request body as JSON, whatever its Content-Type (or none) says; "
+        "for old clients (default: JSON types only, others get 415)",
+    )
     add_settings_flags(parser, WorkerLinkSettings)
     parser.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
     parser.add_argument("--address", help="this worker's return address (default: run dir)")
@@ -47,16 +62,22 @@ def settings(args: argparse.Namespace) -> WorkerSettings:
         )
     router = RouterEndpoints.in_run_dir(directory) if directory else None
     try:
+        check_worker_id(args.worker_id)
         link = WorkerLinkSettings(
             address=args.address or worker_address(directory or "", args.worker_id),
             requests_endpoint=args.requests_endpoint or (router.requests if router else ""),
             workers_endpoint=args.workers_endpoint or (router.workers if router else ""),
             hwm=args.hwm,
             allow_remote=args.allow_remote,
+            key=stack_key(args, directory),
             **settings_values(args, WorkerLinkSettings),
         )
         return WorkerSettings(
-            link=link, version=__version__, **settings_values(args, WorkerSettings)
+            link=link,
+            caps=RequestCaps(**settings_values(args, RequestCaps)),
+            accept_any_content_type=args.accept_any_content_type,
+            version=__version__,
+            **settings_values(args, WorkerSettings),
         )
     except (EndpointError, ValueError) as exc:
         raise UsageError(str(exc)) from exc

@@ -112,7 +112,7 @@ class TestBarrier:
         async def run_all() -> list[Any]:
             with bounded_context(zmq.asyncio.Context) as context:
                 async with AsyncControlClient(
-                    router.endpoints.control, timeout_s=20.0, context=context
+                    router.endpoints.control, timeout_s=20.0, context=context, key=stack.key
                 ) as client:
                     return await asyncio.gather(
                         *(client.call(command, **args) for command, args in calls)
@@ -158,13 +158,16 @@ class TestBarrier:
         address = f"ipc://{stack.run_dir}/worker-mute"
         inbox = sockets.bound(zmq.PULL, address)
         push = sockets.connected(zmq.PUSH, router.endpoints.workers)
-        push.send_multipart(frame_message(Kind.REGISTER, WorkerRegistration("mute", address)))
+        mute = WorkerRegistration("mute", address, key=stack.key)
+        push.send_multipart(frame_message(Kind.REGISTER, mute))
         assert decode_header(inbox.recv_multipart()[0]).kind is Kind.REGISTER_REPLY
         dealer = sockets.connected(zmq.DEALER, router.endpoints.control)
         started = time.monotonic()
-        dealer.send(encode(ControlRequest(id=1, command="pause", args={"mode": "abort"})))
+        pause = ControlRequest(id=1, command="pause", args={"mode": "abort"}, key=stack.key)
+        dealer.send(encode(pause))
         wait_until(lambda: router.ctl("status")["pending_operations"] == 1, 3.0, "pause pending")
-        push.send_multipart(frame_message(Kind.REGISTER, WorkerRegistration("heir", address)))
+        heir = WorkerRegistration("heir", address, key=stack.key)
+        push.send_multipart(frame_message(Kind.REGISTER, heir))
         reply = decode_reply(dealer.recv())
         elapsed = time.monotonic() - started
         assert reply.ok, reply

@@ -7,6 +7,7 @@ import contextlib
 from collections import Counter
 from typing import Any
 
+import msgspec
 import pytest
 import zmq
 
@@ -14,6 +15,7 @@ from router_core.wire import Kind, decode_header, decode_payload, frame_batch, f
 from router_core.wire.control import (
     Acknowledgement,
     Heartbeat,
+    RegistrationReply,
     WorkerRegistration,
     WorkerReportedState,
 )
@@ -23,8 +25,8 @@ from tests.integration.harness import SocketFactory, Stack, wait_until
 pytestmark = pytest.mark.integration
 
 
-def register(worker_id: str, address: str) -> list[bytes]:
-    return frame_message(Kind.REGISTER, WorkerRegistration(worker_id, address))
+def register(worker_id: str, address: str, key: str) -> list[bytes]:
+    return frame_message(Kind.REGISTER, WorkerRegistration(worker_id, address, key=key))
 
 
 def ack(op_id: str, participant: str) -> list[bytes]:
@@ -85,12 +87,14 @@ class TestDrain:
         address = f"ipc://{stack.run_dir}/worker-raw"
         inbox = sockets.bound(zmq.PULL, address)
         push = sockets.connected(zmq.PUSH, router.endpoints.workers)
-        push.send_multipart(frame_message(Kind.REGISTER, WorkerRegistration("raw", address)))
-        assert decode_header(inbox.recv_multipart()[0]).kind is Kind.REGISTER_REPLY
+        push.send_multipart(register("raw", address, stack.key))
+        header, payload = inbox.recv_multipart()
+        assert decode_header(header).kind is Kind.REGISTER_REPLY
+        secret = msgspec.msgpack.decode(payload, type=RegistrationReply).secret
         assert router.ctl("drain", worker_id="raw")["state"] == "draining"
         states: tuple[WorkerReportedState, ...] = ("serving", "drained")
         for state in states:
-            beat = Heartbeat(worker_id="raw", state=state, address=address)
+            beat = Heartbeat(worker_id="raw", state=state, address=address, secret=secret)
             push.send_multipart(frame_message(Kind.HEARTBEAT, beat))
         with contextlib.suppress(AssertionError):
             wait_until(
@@ -108,10 +112,10 @@ class TestDrain:
         address = f"ipc://{stack.run_dir}/worker-raw"
         inbox = sockets.bound(zmq.PULL, address)
         push = sockets.connected(zmq.PUSH, router.endpoints.workers)
-        push.send_multipart(register("raw", address))
+        push.send_multipart(register("raw", address, stack.key))
         assert decode_header(inbox.recv_multipart()[0]).kind is Kind.REGISTER_REPLY
         assert router.ctl("drain", worker_id="raw")["state"] == "draining"
-        push.send_multipart(register("raw", address))
+        push.send_multipart(register("raw", address, stack.key))
         kinds = [decode_header(inbox.recv_multipart()[0]).kind for _ in range(2)]
         assert sorted(kinds) == sorted([Kind.DRAIN, Kind.REGISTER_REPLY])
         view = router.ctl("get_worker", worker_id="raw")
@@ -160,14 +164,17 @@ class TestRegistry:
         workers = sockets.connected(zmq.PUSH, router.endpoints.workers)
         events = sockets.connected(zmq.PUSH, router.endpoints.engine_events)
         good = f"ipc://{stack.run_dir}/worker-x"
+        key = stack.key
         sent: list[tuple[zmq.Socket[bytes], list[bytes], str]] = [
-            (workers, register("x", "bogus://x"), "bad_address"),
-            (workers, register("x", "tcp://192.0.2.1:5555"), "bad_address"),
-            (workers, register("x", "tcp://127.0.0.1:notaport"), "bad_address"),
-            (workers, register("x", router.endpoints.engine), "bad_address"),
-            (workers, register("x", router.endpoints.requests), "bad_address"),
-            (workers, register("engine", good), "bad_worker_id"),
-            (workers, register("", good), "bad_worker_id"),
+            (workers, register("x", "bogus://x", key), "bad_address"),
+            (workers, register("x", "tcp://192.0.2.1:5555", key), "bad_address"),
+            (workers, register("x", "tcp://127.0.0.1:notaport", key), "bad_address"),
+            (workers, register("x", router.endpoints.engine, key), "bad_address"),
+            (workers, register("x", router.endpoints.requests, key), "bad_address"),
+            (workers, register("engine", good, key), "bad_worker_id"),
+            (workers, register("", good, key), "bad_worker_id"),
+            (workers, register("x\nforged", good, key), "bad_worker_id"),
+            (workers, register("x", good, ""), "bad_key"),
             (workers, ack("op-1", "engine"), "ack_impersonation"),
             (events, ack("op-1", "w0"), "ack_impersonation"),
         ]

@@ -17,9 +17,10 @@ from typing import Any
 import msgspec
 import zmq
 
+from router_core.credentials import resolve_key
 from router_core.process import die_with_parent
 
-__all__ = ["Reporter", "StopFlag", "add_common_arguments", "start_common"]
+__all__ = ["Reporter", "StopFlag", "add_common_arguments", "stack_key", "start_common"]
 
 _ENCODER = msgspec.msgpack.Encoder()
 
@@ -80,6 +81,15 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-endpoint", required=True, help="the test's report PULL")
     parser.add_argument("--report-interval", type=float, default=0.05)
     parser.add_argument("--parent-pid", type=int, help="exit when this process dies")
+    parser.add_argument(
+        "--no-key", action="store_true", help="send no stack key (as a peer without it would)"
+    )
+
+
+def stack_key(args: argparse.Namespace) -> str:
+    """The stack key the stand-in presents: the run directory's (made if missing), or
+    ``""`` with ``--no-key``."""
+    return "" if args.no_key else resolve_key(None, args.run_dir) or ""
 
 
 def start_common(args: argparse.Namespace) -> StopFlag:

@@ -36,7 +36,7 @@ from router_core.wire.control import (
     PauseRequest,
 )
 from router_core.wire.outputs import BatchStrOutput
-from tests.standins.common import Reporter, add_common_arguments, start_common
+from tests.standins.common import Reporter, add_common_arguments, stack_key, start_common
 
 #: The engine's name as a barrier participant.
 ENGINE = "engine"
@@ -81,6 +81,8 @@ class EngineProcess:
         self.events = self._push(args.events_endpoint or defaults.engine_events, hwm=10_000)
         self.outputs = self._push(args.outputs_endpoint or defaults.outputs, hwm=1000)
         self.reporter = Reporter(self.context, args.report_endpoint, "engine", ENGINE)
+        #: Sent as the ``secret`` of every acknowledgement and load snapshot.
+        self.key = stack_key(args)
         #: Messages received, by kind name.
         self.received: Counter[str] = Counter()
         #: Everything else: acks_sent, answered_rows, loads_sent, emit_blocked, bad_messages.
@@ -137,7 +139,7 @@ class EngineProcess:
             self.paused = isinstance(op, PauseRequest)
             self.pause_mode = op.mode if isinstance(op, PauseRequest) else None
             self.last_op_id = op.op_id
-            ack = Acknowledgement(op_id=op.op_id, participant=ENGINE)
+            ack = Acknowledgement(op_id=op.op_id, participant=ENGINE, secret=self.key)
             self.events.send_multipart(frame_message(Kind.ACK, ack))
             self.counts["acks_sent"] += 1
 
@@ -167,6 +169,7 @@ class EngineProcess:
             token_usage=0.25,
             step=self.load_step,
             taken_ns=time.time_ns(),
+            secret=self.key,
         )
         self.events.send_multipart(frame_message(Kind.LOAD, snapshot))
         self.counts["loads_sent"] += 1

@@ -23,7 +23,13 @@ import zmq
 from router_core.endpoints import RouterEndpoints, worker_address
 from router_core.transport import bind, close_bound
 from router_core.wire.codec import Frames
-from tests.standins.common import Reporter, StopFlag, add_common_arguments, start_common
+from tests.standins.common import (
+    Reporter,
+    StopFlag,
+    add_common_arguments,
+    stack_key,
+    start_common,
+)
 from tests.standins.worker_state import StandInWorker
 
 #: Resend a registration that got no reply within this long.
@@ -44,6 +50,7 @@ class WorkerProcess:
             requests=args.requests,
             after_load=args.requests_after_load,
             max_new_tokens=args.max_new_tokens,
+            key=stack_key(args),
         )
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self.inbox = bind(self.context, zmq.PULL, address)

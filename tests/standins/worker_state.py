@@ -81,13 +81,19 @@ class StandInWorker:
         requests: int = 0,
         after_load: bool = False,
         max_new_tokens: int = 1,
+        key: str = "",
     ) -> None:
         """``requests`` GENERATE requests (prompt ``[1, 2, 3, index]``, ``max_new_tokens``)
         go out once registered, or (``after_load``) once the first load snapshot shows
-        that the engine is up."""
+        that the engine is up. ``key`` is the stack key it registers with; the secret of
+        its accepted registration goes in its heartbeats, acknowledgements and
+        deregistration."""
         self.max_new_tokens = max_new_tokens
         self.worker_id = worker_id
         self.address = address
+        self.key = key
+        self.secret = ""
+        self.started_ns = time.time_ns()
         self.registered = False
         self.registration_pending = False
         #: The real worker's pause logic; the stand-in reads its state from it.
@@ -98,8 +104,9 @@ class StandInWorker:
                 pid=os.getpid(),
                 host=socket.gethostname(),
                 version="standin",
-                started_ns=time.time_ns(),
-            )
+                started_ns=self.started_ns,
+            ),
+            key=key,
         )
         self.draining = False
         self.inflight: set[str] = set()
@@ -178,7 +185,8 @@ class StandInWorker:
             pid=os.getpid(),
             host=socket.gethostname(),
             version="standin",
-            started_ns=time.time_ns(),
+            started_ns=self.started_ns,
+            key=self.key,
         )
         return frame_message(Kind.REGISTER, registration)
 
@@ -191,11 +199,13 @@ class StandInWorker:
             state=state or self.state,  # type: ignore[arg-type]
             inflight=len(self.inflight),
             address=self.address,
+            secret=self.secret,
         )
         return frame_message(Kind.HEARTBEAT, beat)
 
     def deregistration(self) -> Frames:
-        return frame_message(Kind.DEREGISTER, Deregistration(self.worker_id, "shutdown"))
+        leaving = Deregistration(self.worker_id, "shutdown", secret=self.secret)
+        return frame_message(Kind.DEREGISTER, leaving)
 
     def next_request(self) -> Frames:
         """One GENERATE request, counted as in flight until a finished row arrives."""
@@ -254,6 +264,7 @@ class StandInWorker:
             self.registered = False
             return [self.registration()]
         self.obs["reg_accepted"] += 1
+        self.secret = reply.secret
         self.obs["reg_op_id"] = reply.op_id
         self.obs["reg_paused"] = reply.paused
         first = self.obs["reg_accepted"] == 1

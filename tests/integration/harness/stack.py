@@ -12,6 +12,7 @@ from typing import Any
 import zmq
 
 from router_core.control import ControlClient, ControlTimeout
+from router_core.credentials import KEY_FILE, load_or_create
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints, worker_address
 from tests.integration.harness.polling import ipc_path, wait_until
 from tests.integration.harness.processes import ManagedProcess, ProcessManager
@@ -109,8 +110,16 @@ class Stack:
         self.endpoints = RouterEndpoints.in_run_dir(run_dir)
         self._clients: list[ControlClient] = []
 
+    @property
+    def key(self) -> str:
+        """The stack key in the run directory (made by whoever needs it first), for
+        messages a test builds by hand."""
+        return load_or_create(self.run_dir / KEY_FILE)
+
     def _control(self, endpoint: str) -> ControlClient:
-        client = ControlClient(endpoint, timeout_s=5.0, context=self.context)
+        client = ControlClient(
+            endpoint, timeout_s=5.0, context=self.context, key=self.key, actor="test"
+        )
         self._clients.append(client)
         return client
 

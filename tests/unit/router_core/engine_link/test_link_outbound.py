@@ -12,7 +12,7 @@ import zmq
 
 from router_core.engine_link import MAX_BATCH_ROWS, EngineEndpoints, EngineLink
 from router_core.wire import Kind, WireError, combine_rows, decode_header, decode_message
-from router_core.wire.control import FreezeGC, LoadSnapshot
+from router_core.wire.control import Acknowledgement, FreezeGC, LoadSnapshot
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 from tests.support.eventually import wait_until
 from tests.unit.router_core.engine_link.router_side import (
@@ -117,6 +117,24 @@ class TestSends:
         )
         assert stamped.engine_started_ns == given.engine_started_ns <= before
         assert link.counters.snapshot()["sent"] == {"ack": 1, "load": 2}
+
+    def test_a_link_with_the_key_puts_it_in_acks_and_snapshots(
+        self, context: zmq.Context[zmq.Socket[bytes]], sides: Sides
+    ) -> None:
+        """With ``key``, every acknowledgement and load snapshot carries it as ``secret``
+        (a snapshot that names another secret is sent with the key instead)."""
+        endpoints = inproc_endpoints()
+        link = EngineLink(endpoints, context=context, key="k" * 64).open()
+        try:
+            side = sides.make(endpoints)
+            assert link.acknowledge("op-1")
+            assert link.publish_load(LoadSnapshot(step=1, secret="forged"))
+            _, (ack,) = decode_message(side.receive(side.events))
+            _, (load,) = decode_message(side.receive(side.events))
+            assert isinstance(ack, Acknowledgement) and ack.secret == "k" * 64
+            assert isinstance(load, LoadSnapshot) and load.secret == "k" * 64
+        finally:
+            link.close(0.0)
 
 
 class TestBackpressure:

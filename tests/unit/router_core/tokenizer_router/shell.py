@@ -2,7 +2,9 @@
 
 :class:`CoreShell` builds a :class:`RouterCore`, feeds it messages framed exactly as a
 worker or the engine frames them (so each socket's table decodes them), and records the
-effects the core returns instead of carrying them out.
+effects the core returns instead of carrying them out. It plays honest peers: a worker
+registers with the shell's key and sends the secret its registration reply gave it, the
+engine sends the key.
 """
 
 from __future__ import annotations
@@ -24,14 +26,28 @@ from router_core.wire import Header, Kind, decode_header, frame_message
 from router_core.wire.control import (
     ENGINE,
     Acknowledgement,
+    Deregistration,
     Heartbeat,
     LoadSnapshot,
+    RegistrationReply,
     WorkerRegistration,
 )
 
-__all__ = ["ENDPOINTS", "CoreShell", "address_of", "answers", "forgets", "payload_of", "sends"]
+__all__ = [
+    "ENDPOINTS",
+    "KEY",
+    "CoreShell",
+    "address_of",
+    "answers",
+    "forgets",
+    "payload_of",
+    "sends",
+]
 
 ENDPOINTS = RouterEndpoints.in_run_dir("/run/sb")
+
+#: A stack key, for a shell made with ``key=KEY``.
+KEY = "k" * 64
 
 
 def address_of(worker_id: str) -> str:
@@ -55,12 +71,17 @@ class CoreShell:
         barrier_timeout_s: float = 5.0,
         incarnation: int = 1,
         restored: DurableState | None = None,
+        key: str | None = None,
     ) -> None:
         settings = RouterSettings(
             endpoints=ENDPOINTS,
             heartbeat_timeout_s=heartbeat_timeout_s,
             barrier_timeout_s=barrier_timeout_s,
+            key=key,
         )
+        self.key = key or ""
+        #: Each worker's secret, from its latest accepted registration reply.
+        self.secrets: dict[str, str] = {}
         self.at = Instant(100.0, 1_700_000_000.0)
         refused = frozenset(refuse)
         self.core = RouterCore(
@@ -85,25 +106,48 @@ class CoreShell:
         frames = frame_message(kind, payload)
         return table.dispatch(decode_header(frames[0]), frames, self.at)
 
-    def register(self, worker_id: str, address: str | None = None) -> list[Effect]:
-        """A worker registers."""
+    def register(self, worker_id: str, address: str | None = None, **fields: Any) -> list[Effect]:
+        """A worker registers (with the shell's key unless ``key`` is given); the secret
+        of an accepted reply is kept for its later messages."""
         registration = WorkerRegistration(
-            worker_id=worker_id, address=address or address_of(worker_id), pid=1, host="h"
+            **{"key": self.key, "pid": 1, "host": "h"} | fields,
+            worker_id=worker_id,
+            address=address or address_of(worker_id),
         )
-        return self.deliver(self.core.worker_messages, Kind.REGISTER, registration)
+        effects = self.deliver(self.core.worker_messages, Kind.REGISTER, registration)
+        for send in sends(effects):
+            if decode_header(send.frames[0]).kind is Kind.REGISTER_REPLY:
+                reply = payload_of(send, RegistrationReply)
+                if reply.accepted and reply.worker_id == worker_id:
+                    self.secrets[worker_id] = reply.secret
+        return effects
 
     def heartbeat(self, worker_id: str, **fields: Any) -> list[Effect]:
-        """A worker heartbeats (``state`` serving unless given)."""
+        """A worker heartbeats (``state`` serving, and its secret, unless given)."""
+        fields.setdefault("secret", self.secrets.get(worker_id, ""))
         beat = Heartbeat(worker_id=worker_id, address=address_of(worker_id), **fields)
         return self.deliver(self.core.worker_messages, Kind.HEARTBEAT, beat)
 
-    def ack(self, participant: str, op_id: str) -> list[Effect]:
-        """A worker, or the engine on its own socket, acknowledges ``op_id``."""
-        table = self.core.engine_events if participant == ENGINE else self.core.worker_messages
-        return self.deliver(table, Kind.ACK, Acknowledgement(op_id=op_id, participant=participant))
+    def ack(self, participant: str, op_id: str, secret: str | None = None) -> list[Effect]:
+        """A worker, or the engine on its own socket, acknowledges ``op_id`` (with the
+        worker's secret or the engine's key unless ``secret`` is given)."""
+        engine = participant == ENGINE
+        table = self.core.engine_events if engine else self.core.worker_messages
+        if secret is None:
+            secret = self.key if engine else self.secrets.get(participant, "")
+        ack = Acknowledgement(op_id=op_id, participant=participant, secret=secret)
+        return self.deliver(table, Kind.ACK, ack)
+
+    def deregister(self, worker_id: str, reason: str = "shutdown", **fields: Any) -> list[Effect]:
+        """A worker leaves (with its secret unless given)."""
+        fields.setdefault("secret", self.secrets.get(worker_id, ""))
+        leaving = Deregistration(worker_id, reason, **fields)
+        return self.deliver(self.core.worker_messages, Kind.DEREGISTER, leaving)
 
     def engine_load(self, **fields: Any) -> list[Effect]:
-        """The engine reports its load (which also makes it live)."""
+        """The engine reports its load (which also makes it live), with the key unless
+        ``secret`` is given."""
+        fields.setdefault("secret", self.key)
         return self.deliver(self.core.engine_events, Kind.LOAD, LoadSnapshot(**fields))
 
     def outputs(self, header: Header, frames: Sequence[bytes]) -> list[Effect]:

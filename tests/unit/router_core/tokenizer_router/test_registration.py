@@ -9,7 +9,7 @@ import pytest
 
 from router_core.tokenizer_router.effects import Forget, Send
 from router_core.wire import Kind, decode_header
-from router_core.wire.control import Deregistration, RegistrationReply
+from router_core.wire.control import RegistrationReply
 from tests.unit.router_core.tokenizer_router.shell import (
     ENDPOINTS,
     CoreShell,
@@ -118,14 +118,10 @@ class TestHeartbeats:
         """A clean leave closes the socket with reason deregistered and counts the reason."""
         shell = CoreShell()
         shell.register("w1")
-        effects = shell.deliver(
-            shell.core.worker_messages, Kind.DEREGISTER, Deregistration("w1", "shutdown")
-        )
+        effects = shell.deregister("w1", "shutdown")
         assert effects == [Forget(address_of("w1"), "deregistered")]
         assert shell.core.counters.get("deregistrations", "shutdown") == 1
-        assert (
-            shell.deliver(shell.core.worker_messages, Kind.DEREGISTER, Deregistration("w1")) == []
-        )
+        assert shell.deregister("w1") == []
         assert shell.core.counters.get("rejected", "unknown_worker") == 1
 
 
@@ -143,12 +139,9 @@ class TestRegistryBounds:
 
     def test_deregistration_reasons_are_a_closed_set_of_labels(self) -> None:
         """A worker's free-text reason never becomes a label of its own."""
-        from router_core.wire.control import Deregistration
-
         shell = CoreShell()
         for worker_id, reason in (("w1", "shutdown"), ("w2", "x" * 30), ("w3", "")):
             shell.register(worker_id)
-            leave = Deregistration(worker_id, reason)
-            shell.deliver(shell.core.worker_messages, Kind.DEREGISTER, leave)
+            shell.deregister(worker_id, reason)
         labels = shell.core.counters.snapshot()["deregistrations"]
         assert labels == {"shutdown": 1, "other": 1, "unspecified": 1}

@@ -76,9 +76,7 @@ class TestRestoredState:
         """A drained worker that leaves is done: the mark goes, and is saved gone."""
         shell = restarted()
         shell.register("w9")
-        from router_core.wire.control import Deregistration
-
-        effects = shell.deliver(shell.core.worker_messages, Kind.DEREGISTER, Deregistration("w9"))
+        effects = shell.deregister("w9")
         assert isinstance(effects[0], Persist) and effects[0].state.drained == []
         assert "w9" not in shell.core.drain_marks
 

@@ -252,14 +252,21 @@ class TestDefaults:
         assert admin.poll_interval_s == fields["poll_interval_s"].default
 
     def test_bare_command_lines_give_the_default_settings(self, tmp_path: Path) -> None:
-        """``--run-dir`` alone gives each process exactly its settings' defaults."""
+        """``--run-dir`` alone gives each process exactly its settings' defaults (and the
+        run directory's stack key, made by the first of them)."""
+        import dataclasses
+
+        from router_core.credentials import KEY_FILE, read_key
         from switchboard.cli import detok_router, router
         from switchboard.worker import cli as worker_cli
 
         run_dir = str(tmp_path)
-        assert router.settings(parse("router", "--run-dir", run_dir)) == RouterSettings(
+        made = router.settings(parse("router", "--run-dir", run_dir))
+        key = read_key(tmp_path / KEY_FILE)
+        assert made == RouterSettings(
             endpoints=RouterEndpoints.in_run_dir(run_dir),
             state_file=str(tmp_path / ROUTER_STATE_FILE),
+            key=key,
         )
         assert detok_router.settings(
             parse("detok-router", "--run-dir", run_dir)
@@ -267,10 +274,11 @@ class TestDefaults:
             endpoints=DetokenizerRouterEndpoints.in_run_dir(run_dir, 1),
             state_file=str(tmp_path / DETOK_ROUTER_STATE_FILE),
             router_workers=RouterEndpoints.in_run_dir(run_dir).workers,  # its beacon's
+            key=key,
         )
         worker = worker_cli.settings(parse("worker", "--run-dir", run_dir, "--worker-id", "w0"))
         assert worker == WorkerSettings(
             worker_id="w0",
-            link=WorkerLinkSettings.in_run_dir(run_dir, "w0"),
+            link=dataclasses.replace(WorkerLinkSettings.in_run_dir(run_dir, "w0"), key=key),
             version=__version__,
         )
