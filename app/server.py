@@ -12,6 +12,8 @@ import socket
 from fastapi import FastAPI
 
 from httpkit import serving as http_serving
+from httpkit.hosts import AllowedHosts
+from httpkit.limits import HttpLimits
 
 __all__ = ["listen_socket", "run_server"]
 
@@ -24,8 +26,17 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return http_serving.listen_socket(host, port)
 
 
-def run_server(app: FastAPI, sock: socket.socket, *, log_level: str) -> None:
-    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully."""
+def run_server(
+    app: FastAPI,
+    sock: socket.socket,
+    *,
+    log_level: str,
+    limits: HttpLimits | None = None,
+    hosts: AllowedHosts | None = None,
+) -> None:
+    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully, holding its
+    clients to ``limits`` and ``hosts`` (:func:`httpkit.serving.serve`'s defaults when
+    None); their refusals have the app's error shape."""
 
     def end_event_streams() -> None:
         state = getattr(app.state, "admin", None)
@@ -38,4 +49,6 @@ def run_server(app: FastAPI, sock: socket.socket, *, log_level: str) -> None:
         log_level=log_level,
         graceful_timeout_s=GRACEFUL_S,
         on_stop=end_event_streams,
+        limits=limits,
+        hosts=hosts,
     )

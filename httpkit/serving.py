@@ -6,6 +6,11 @@ it until SIGTERM or SIGINT, calls ``on_stop`` in the event loop's thread as soon
 signal arrives (a worker stops admitting, the admin app ends its event streams), lets
 requests in flight finish for up to ``graceful_timeout_s``, and returns normally, so
 the process exits 0.
+
+Every connection is held to the server's :class:`~httpkit.limits.HttpLimits` (by
+:mod:`httpkit.protocol`) and every request to its :class:`~httpkit.hosts.AllowedHosts`
+(by :class:`~httpkit.hosts.HostAllowList`, wrapped around the app here, so that the app
+object itself, as tests drive it in-process, answers any host).
 """
 
 from __future__ import annotations
@@ -13,19 +18,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import math
+import resource
 import signal
 import socket
 from collections.abc import Callable, Iterator
 from types import FrameType
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
-__all__ = ["STOP_SIGNALS", "listen_socket", "serve"]
+from httpkit.hosts import AllowedHosts, HostAllowList
+from httpkit.limits import HttpLimits, Refusals
+from httpkit.protocol import limited_protocol
+
+__all__ = ["FILE_HEADROOM", "STOP_SIGNALS", "listen_socket", "raise_file_limit", "serve"]
 
 #: Signals that ask a server to stop.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: File descriptors a server needs besides its connections (sockets, logs, libraries).
+FILE_HEADROOM = 256
+
+logger = logging.getLogger(__name__)
 
 
 def listen_socket(
@@ -88,20 +103,55 @@ class _GracefulServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def raise_file_limit(connections: int) -> None:
+    """Raise this process's open-file limit so that ``connections`` fit with
+    :data:`FILE_HEADROOM` to spare, as far as the hard limit lets; a warning when it does
+    not (accepting then fails with EMFILE before ``max_connections`` is reached)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + FILE_HEADROOM
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        if raised < wanted:
+            logger.warning(
+                "open files are limited to %d: fewer than max_connections=%d connections "
+                "fit (raise the hard limit, ulimit -Hn, or lower max_connections)",
+                raised,
+                connections,
+            )
+
+
 def serve(
-    app: FastAPI,
+    app: ASGIApp,
     sock: socket.socket,
     *,
     log_level: str,
     graceful_timeout_s: float,
     on_stop: Callable[[], None],
-    keep_alive_s: int = 5,
+    limits: HttpLimits | None = None,
+    hosts: AllowedHosts | None = None,
+    refusals: Refusals | None = None,
 ) -> None:
-    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully."""
+    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully.
+
+    ``limits`` default to :class:`HttpLimits`' defaults, ``hosts`` to the loopback names
+    and the socket's own address; ``refusals`` shape and count what either refuses.
+    """
+    limits = limits or HttpLimits()
+    refusals = refusals or Refusals()
+    if hosts is None:
+        hosts = AllowedHosts((), bind_host=str(sock.getsockname()[0]), setting="allowed_hosts")
+    if not hosts.any:
+        app = HostAllowList(app, hosts=hosts, refusals=refusals)
+    raise_file_limit(limits.max_connections)
     config = uvicorn.Config(
         app,
         loop="uvloop",
-        http="httptools",
+        http=limited_protocol(limits, refusals),
+        # Neither app serves websockets; an upgrade would hand the connection to a
+        # protocol without these limits.
+        ws="none",
+        interface="asgi3",
         lifespan="on",
         access_log=False,
         log_level=log_level.lower(),
@@ -111,6 +161,8 @@ def serve(
         # uvicorn's loggers propagate to the root logger the process configured, so its
         # lines carry the process's role and pid like every other line of the stack.
         log_config=None,
-        timeout_keep_alive=keep_alive_s,
+        # uvicorn's own 503 past limit_concurrency also refuses requests on connections
+        # already open; the protocol limits connections instead.
+        limit_concurrency=None,
     )
     _GracefulServer(config, on_stop).run(sockets=[sock])

@@ -27,6 +27,7 @@ from switchboard.cli.support import (
     configure_logging,
     port,
     positive_float,
+    positive_int,
     run_dir,
 )
 
@@ -82,6 +83,32 @@ def add_parser(sub: Any) -> None:
         metavar="S",
         help="seconds between the event stream's reads of the router (%(default)s)",
     )
+    for name, kind in _HTTP_LIMIT_FLAGS.items():
+        # Unset by default, so that SWITCHBOARD_ADMIN_<NAME> still applies.
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            metavar="S" if name.endswith("_s") else None,
+            help=f"{fields[name].description} (default {fields[name].default!r})".replace(
+                "%", "%%"
+            ),
+        )
+
+
+#: The HTTP limit settings offered as flags (and their parsers); the defaults and the help
+#: are AdminSettings'.
+_HTTP_LIMIT_FLAGS: dict[str, Any] = {
+    "max_header_bytes": positive_int,
+    "header_timeout_s": positive_float,
+    "body_timeout_s": positive_float,
+    "keep_alive_s": positive_float,
+    "max_connections": positive_int,
+    "allowed_hosts": str,
+}
+#: How a refusal of a Host names the setting that allows more.
+ALLOWED_HOSTS_SETTING = (
+    "--allowed-hosts or SWITCHBOARD_ADMIN_ALLOWED_HOSTS (switchboard up: allowed_hosts)"
+)
 
 
 def console_url(host: str, port: int, token: str | None = None) -> str:
@@ -123,6 +150,9 @@ def _settings(args: argparse.Namespace) -> Any:
     key = client_key(args, directory)
     if key is not None:
         given["control_key"] = key
+    for name in _HTTP_LIMIT_FLAGS:
+        if getattr(args, name) is not None:
+            given[name] = getattr(args, name)
     try:
         return AdminSettings(
             **given,
@@ -204,11 +234,20 @@ def run(args: argparse.Namespace) -> int:
         die_with_parent(args.parent_pid)
     from app.main import create_app
     from app.server import run_server
+    from httpkit.hosts import AllowedHosts
     from router_core import tracing
 
     tracing.setup("admin", "admin")
     try:
-        run_server(create_app(settings, audit_log=audit), sock, log_level=args.log_level)
+        run_server(
+            create_app(settings, audit_log=audit),
+            sock,
+            log_level=args.log_level,
+            limits=settings.http_limits,
+            hosts=AllowedHosts.from_setting(
+                settings.allowed_hosts, bind_host=settings.host, setting=ALLOWED_HOSTS_SETTING
+            ),
+        )
     finally:
         tracing.shutdown()
     return 0

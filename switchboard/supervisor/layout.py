@@ -20,6 +20,7 @@ from router_core.endpoints import (
     worker_address,
 )
 from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
+from switchboard.supervisor.http_limits import http_limit_flags
 from switchboard.supervisor.metrics_dir import MULTIPROC_ENV
 from switchboard.supervisor.settings import ENV_PREFIX, FOREIGN_ENV, StackSettings
 
@@ -177,6 +178,7 @@ def stack_layout(
             *("--idle-timeout-s", repr(settings.idle_timeout_s)),
             *("--pause-wait-s", repr(settings.pause_wait_s)),
             *("--upstream-grace-s", repr(settings.upstream_grace_s)),
+            *http_limit_flags(settings, admin=False),
             *tokenizer,
             *remote,
         )
@@ -202,6 +204,7 @@ def stack_layout(
                 *common,
                 *("--host", settings.host, "--port", str(settings.admin_port)),
                 *("--detok-control-endpoint", detok.control),
+                *http_limit_flags(settings, admin=True),
                 *audit,
                 *remote,
             ),

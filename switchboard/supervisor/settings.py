@@ -41,6 +41,7 @@ from app.tokens import TokenTable, check_exposed_tokens, parse_tokens
 from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_via
 from router_core.worker_link.settings import WorkerLinkSettings
 from switchboard.engine.scheduler import SchedulerConfig
+from switchboard.supervisor.http_limits import HttpLimitSettings
 from switchboard.supervisor.sources import (
     ENV_PREFIX,
     FOREIGN_ENV,
@@ -92,11 +93,12 @@ _LOWER_SOURCES: ContextVar[tuple[dict[str, Any], dict[str, Any]]] = ContextVar(
 )
 
 
-class StackSettings(BaseSettings):
+class StackSettings(HttpLimitSettings):
     """Everything ``switchboard up`` needs to start, watch and stop one stack.
 
     A setting passed through to a child has that child's flag name (``step_time_s`` is
-    the engine's ``--step-time-s``) and that child's default.
+    the engine's ``--step-time-s``) and that child's default. The HTTP limits are
+    :class:`~switchboard.supervisor.http_limits.HttpLimitSettings`'.
     """
 
     model_config = SettingsConfigDict(

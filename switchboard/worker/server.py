@@ -5,22 +5,33 @@ new connections over the workers and one worker stopping does not close the port
 the others. On SIGTERM the worker stops admitting (new requests: 503, reported as
 draining), lets in-flight requests finish for up to ``graceful_timeout_s``, then
 deregisters and exits 0.
+
+Its connections are held to the settings' HTTP limits and ``Host`` allow-list
+(:mod:`httpkit.limits`, :mod:`httpkit.hosts`); each refusal answers in the worker's error
+shape and is counted under ``http_rejected`` by its reason.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Final
 
 from fastapi import FastAPI
 
 from httpkit import serving as http_serving
+from httpkit.hosts import AllowedHosts
+from httpkit.limits import Refusals
 from router_core.worker_link import WorkerLink
+from switchboard.worker.errors import error_body
+from switchboard.worker.settings import WorkerSettings
 
 __all__ = ["listen_socket", "run_server"]
 
 #: Pending connections the kernel queues per worker.
 BACKLOG: Final = 2048
+#: How a worker's refusal names the setting that allows more hosts.
+_ALLOWED_HOSTS_SETTING: Final = "--allowed-hosts (switchboard up: allowed_hosts)"
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -36,6 +47,7 @@ def run_server(
 ) -> None:
     """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully."""
     link: WorkerLink = app.state.link
+    settings: WorkerSettings = app.state.settings
 
     def stop_admitting() -> None:
         if link.session.registered:
@@ -47,7 +59,15 @@ def run_server(
         log_level=log_level,
         graceful_timeout_s=graceful_timeout_s,
         on_stop=stop_admitting,
-        # Streams carry their own data; keep idle keep-alive connections a little longer
-        # than the typical client pool's so the server is not the one dropping them.
-        keep_alive_s=10,
+        limits=settings.http_limits,
+        hosts=AllowedHosts.from_setting(
+            settings.allowed_hosts, bind_host=settings.host, setting=_ALLOWED_HOSTS_SETTING
+        ),
+        refusals=Refusals(_refusal_body, lambda reason: link.counters.add("http_rejected", reason)),
     )
+
+
+def _refusal_body(status: int, reason: str, message: str) -> bytes:
+    """A refusal of the HTTP layer in the worker's error shape."""
+    kind = "service_unavailable" if status == 503 else "invalid_request_error"
+    return json.dumps(error_body(message, kind, status)).encode()

@@ -7,10 +7,19 @@ defaults for what it passes to the workers from here too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from httpkit.hosts import parse_allowed_hosts
+from httpkit.limits import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_BYTES,
+    HttpLimits,
+)
 from router_core.settings_fields import flagged
+from switchboard.worker.caps import RequestCaps
 
 if TYPE_CHECKING:
     # Only a type here: ``switchboard up`` reads this module's defaults without loading
@@ -42,6 +51,11 @@ class WorkerSettings:
     default_max_new_tokens: int = flagged(
         128, help="max_new_tokens when a request gives none", bound="positive"
     )
+    #: What one request may ask for (their own flags: :class:`RequestCaps`).
+    caps: RequestCaps = field(default_factory=RequestCaps)
+    #: Read a body as JSON whatever its ``Content-Type`` says (or without one), for old
+    #: clients; off, a body not declared as JSON is refused with 415.
+    accept_any_content_type: bool = False
     #: Seconds a draining worker asks clients to wait (``Retry-After``).
     retry_after_s: int = flagged(
         5,
@@ -60,6 +74,40 @@ class WorkerSettings:
     health_generate_timeout_s: float = 20.0
     #: Largest request body accepted, in bytes.
     max_body_bytes: int = 16 * 1024 * 1024
+    #: The HTTP limits (:mod:`httpkit.limits`), per worker process.
+    max_header_bytes: int = flagged(
+        DEFAULT_MAX_HEADER_BYTES,
+        help="largest request head (request line and headers) in bytes; beyond, 431",
+        bound="positive",
+    )
+    header_timeout_s: float = flagged(
+        DEFAULT_HEADER_TIMEOUT_S,
+        help="seconds a request head has to arrive whole from its first byte; then 408",
+        bound="positive",
+    )
+    body_timeout_s: float = flagged(
+        DEFAULT_BODY_TIMEOUT_S,
+        help="seconds a request body has to arrive whole after its head; then 408",
+        bound="positive",
+    )
+    #: Streams carry their own data; idle keep-alive connections are kept a little longer
+    #: than the typical client pool's (httpx: 5 s), so the server is not the one dropping
+    #: a connection just as the client reuses it.
+    keep_alive_s: float = flagged(
+        10.0,
+        help="seconds a connection without a request in progress (a fresh one too) stays open",
+        bound="positive",
+    )
+    max_connections: int = flagged(
+        DEFAULT_MAX_CONNECTIONS,
+        help="connections this worker process holds at once; beyond, 503 and close",
+        bound="positive",
+    )
+    allowed_hosts: str = flagged(
+        "",
+        help="Host names accepted besides localhost, loopback and the address a request came "
+        "in on (comma-separated; * accepts any); others get 421",
+    )
     version: str = ""
 
     def __post_init__(self) -> None:
@@ -71,3 +119,16 @@ class WorkerSettings:
             raise ValueError("retry_after_s must be >= 0 and health_generate_timeout_s > 0")
         if self.graceful_timeout_s <= 0:
             raise ValueError("graceful_timeout_s must be > 0")
+        self.http_limits  # noqa: B018 (raises for a limit out of bounds)
+        parse_allowed_hosts(self.allowed_hosts)
+
+    @property
+    def http_limits(self) -> HttpLimits:
+        """The HTTP limits these settings set."""
+        return HttpLimits(
+            max_header_bytes=self.max_header_bytes,
+            header_timeout_s=self.header_timeout_s,
+            body_timeout_s=self.body_timeout_s,
+            keep_alive_s=self.keep_alive_s,
+            max_connections=self.max_connections,
+        )
