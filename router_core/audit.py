@@ -15,10 +15,13 @@
 
 Writing the file never fails a caller: the first failure is logged (once, on the audit
 logger at ERROR), every failure is counted (:attr:`AuditLog.write_failures`), and the
-logger's line is written regardless. Keys are part of the format, not data: a key
-outside ``[a-z][a-z0-9_]*`` (at most 32 characters) or the reserved ``time`` is a
-programming error, a :class:`ValueError`. A string longer than :data:`MAX_VALUE_CHARS`
-is cut there, with ``...(+N chars)`` saying how much was left out.
+logger's line is written regardless. The count is logged (WARNING) when the file takes
+a record again after failures, and when the log is closed after any.
+
+Keys are part of the format, not data: a key outside ``[a-z][a-z0-9_]*`` (at most 32
+characters) or the reserved ``time`` is a programming error, a :class:`ValueError`. A
+string longer than :data:`MAX_VALUE_CHARS` is cut there, with ``...(+N chars)`` saying
+how much was left out.
 
 Pure standard library (no zmq, no HTTP): the routers and the admin app both import it.
 """
@@ -143,6 +146,7 @@ class AuditLog:
         self._fd: int | None = None
         self._closed = False
         self._failures = 0
+        self._failing = False
         self._lock = threading.Lock()
 
     @property
@@ -189,6 +193,7 @@ class AuditLog:
                     written += os.write(fd, encoded[written:])
             except OSError as exc:
                 self._failures += 1
+                self._failing = True
                 if self._failures == 1:
                     self._logger.error(
                         "cannot write the audit file %s (%s); audit lines still go to this "
@@ -196,10 +201,22 @@ class AuditLog:
                         self._path,
                         exc.strerror or exc,
                     )
+                return
+            if self._failing:
+                self._failing = False
+                self._logger.warning(
+                    "the audit file %s is written again; %d records so far could not be",
+                    self._path,
+                    self._failures,
+                )
 
     def close(self) -> None:
         """Close the file; later records go to the logger only."""
         with self._lock:
+            if self._failures and not self._closed:
+                self._logger.warning(
+                    "%d audit records could not be written to %s", self._failures, self._path
+                )
             self._closed = True
             if self._fd is not None:
                 fd, self._fd = self._fd, None

@@ -195,12 +195,32 @@ class TestAuditFile:
             "audit n=2",
         ]
 
-    def test_full_disk_is_counted(self, tmp_path: Path) -> None:
-        """A write error (here /dev/full's ENOSPC) is counted, never raised."""
+    def test_full_disk_is_counted(self, caplog: pytest.LogCaptureFixture) -> None:
+        """A write error (here /dev/full's ENOSPC) is counted, never raised; closing says
+        how many records the file missed."""
         log = AuditLog(logging.getLogger(LOGGER), Path("/dev/full"))
-        log.record(n=1)
-        log.close()
-        assert log.write_failures == 1
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            log.record(n=1)
+            log.record(n=2)
+            log.close()
+        assert log.write_failures == 2
+        assert "2 audit records could not be written to /dev/full" in caplog.text
+
+    def test_recovery_reports_the_count(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A file that becomes writable again takes the next record, and the log says
+        how many were missed meanwhile."""
+        directory = tmp_path / "later"
+        log = AuditLog(logging.getLogger(LOGGER), directory / "audit.jsonl")
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            log.record(n=1)
+            directory.mkdir()
+            log.record(n=2)
+            log.close()
+        lines = (directory / "audit.jsonl").read_text().splitlines()
+        assert [json.loads(line)["n"] for line in lines] == [2]
+        assert "is written again; 1 records so far could not be" in caplog.text
 
     def test_records_after_close_go_to_the_logger_only(
         self, tmp_path: Path, caplog: pytest.LogCaptureFixture
