@@ -84,6 +84,13 @@ def audited_route(method: str, path: str) -> tuple[Command, str] | None:
     return None
 
 
+def _route_path(scope: Scope) -> str:
+    """The path the app's routes match: without the ``root_path`` a proxy mounts it at."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
@@ -134,7 +141,7 @@ class MutationGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        found = audited_route(scope["method"], scope["path"])
+        found = audited_route(scope["method"], _route_path(scope))
         if found is None:
             await self.app(scope, receive, send)
             return
