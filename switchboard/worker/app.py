@@ -20,7 +20,7 @@ from switchboard.worker import native, openai_api
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
 from switchboard.worker.metrics import Metrics, worker_metrics
-from switchboard.worker.middleware import AssumeJson, body_too_large
+from switchboard.worker.middleware import body_too_large
 from switchboard.worker.observe import install_observers, outputs_observer
 from switchboard.worker.settings import WorkerSettings
 
@@ -75,7 +75,6 @@ def create_app(
     app.state.metrics = metrics
     app.state.generation = Generation(link, tokenizer, settings, metrics)
     install_error_handlers(app, link.counters, settings.retry_after_s, metrics)
-    app.add_middleware(AssumeJson)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=settings.max_body_bytes,

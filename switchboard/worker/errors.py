@@ -2,7 +2,8 @@
 
 Every error body is OpenAI's ``{"error": {"message", "type", "param", "code"}}``, which
 SGLang's native endpoints also use. A draining or stopping worker answers 503 with
-``Retry-After``; bad input answers 400 (never 422), an unknown model 404.
+``Retry-After``; bad input answers 400 (never 422), a request over a cap 400 naming it
+(``cap`` and ``limit`` besides), a body not declared as JSON 415, an unknown model 404.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from router_core.counters import Counters
 from router_core.worker_link import AdmissionRefused, RequestLost, RouterUnavailable
+from switchboard.worker.caps import CapExceeded
 from switchboard.worker.disconnect import ClientDisconnected
 from switchboard.worker.generation import PromptError, RequestAborted
+from switchboard.worker.json_body import BodyRefused
 from switchboard.worker.metrics import BAD_REQUEST_STATUSES, NO_METRICS, Metrics
 
 __all__ = ["ModelNotFound", "error_body", "install_error_handlers"]
@@ -80,6 +83,19 @@ def install_error_handlers(
     async def on_prompt(request: Request, error: Exception) -> JSONResponse:
         return reject("invalid_prompt", 400, error_body(str(error), "invalid_request_error", 400))
 
+    async def on_body(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, BodyRefused)
+        body = error_body(error.message, "invalid_request_error", error.status, error.param)
+        # RFC 9110, 15.5.16: a 415 may say which media type the server takes.
+        headers = {"Accept-Post": "application/json"} if error.status == 415 else {}
+        return reject(error.reason, error.status, body, **headers)
+
+    async def on_cap(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, CapExceeded)
+        body = error_body(str(error), "invalid_request_error", 400, error.param)
+        body["error"].update(cap=error.cap, limit=error.limit)
+        return reject("over_cap", 400, body)
+
     async def on_model(request: Request, error: Exception) -> JSONResponse:
         body = error_body(str(error), "invalid_request_error", 404, "model")
         body["error"]["code"] = "model_not_found"
@@ -121,6 +137,8 @@ def install_error_handlers(
 
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(PromptError, on_prompt)
+    app.add_exception_handler(BodyRefused, on_body)
+    app.add_exception_handler(CapExceeded, on_cap)
     app.add_exception_handler(ModelNotFound, on_model)
     app.add_exception_handler(AdmissionRefused, on_admission)
     app.add_exception_handler(RouterUnavailable, on_router)

@@ -54,9 +54,16 @@ logger = logging.getLogger(__name__)
 #: Where prometheus_client's multiprocess mode keeps its files (set before it is imported).
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 #: Statuses that mean "bad input": these refusals count in ``switchboard_bad_requests_total``.
-BAD_REQUEST_STATUSES: Final = frozenset({400, 413})
+BAD_REQUEST_STATUSES: Final = frozenset({400, 413, 415})
 #: The worker's bad-input reasons, reported at 0 from the start so the series exist.
-BAD_REQUEST_REASONS: Final = ("invalid_request", "invalid_prompt", "body_too_large")
+BAD_REQUEST_REASONS: Final = (
+    "invalid_request",
+    "invalid_prompt",
+    "invalid_unicode",
+    "over_cap",
+    "unsupported_media_type",
+    "body_too_large",
+)
 
 #: When the HTTP request being handled arrived (``time.monotonic()``), set by the middleware.
 _ARRIVED: ContextVar[float | None] = ContextVar("switchboard_worker_request_arrived", default=None)
@@ -88,7 +95,7 @@ class Metrics:
         ``status`` (its last byte is sent, or it failed): count it and its duration."""
 
     def bad_request(self, reason: str) -> None:
-        """A request was refused as bad input (400 or 413) for ``reason``."""
+        """A request was refused as bad input (400, 413 or 415) for ``reason``."""
 
     def generation(self, prompt_tokens: int) -> GenerationTimer:
         """A generation request of ``prompt_tokens`` was sent: its timer."""
@@ -180,7 +187,7 @@ class _Families:
         )
         self.bad_requests: Final[Counter] = Counter(
             "switchboard_bad_requests_total",
-            "requests refused as bad input (400/413), by reason",
+            "requests refused as bad input (400/413/415), by reason",
             ["worker", "reason"],
             registry=None,
         )

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from router_core.wire.requests import SamplingParams
+from switchboard.worker.caps import prompt_count
 from switchboard.worker.concurrently import merge_streams, run_all
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
@@ -29,13 +30,14 @@ from switchboard.worker.generation import (
     TextChunk,
     TextResult,
 )
+from switchboard.worker.json_body import JsonBodyRoute
 from switchboard.worker.schemas import EncodeBody, GenerateBody, NativeSamplingParams
 from switchboard.worker.settings import WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
 
 __all__ = ["request_ids", "router", "sampling_params"]
 
-router = APIRouter(tags=["native"])
+router = APIRouter(tags=["native"], route_class=JsonBodyRoute)
 
 
 def sampling_params(params: NativeSamplingParams, default_max_new_tokens: int) -> SamplingParams:
@@ -71,6 +73,10 @@ def request_ids(given: str | list[str] | None, count: int, generation: Generatio
     return rids
 
 
+def _prompt_field(body: GenerateBody | EncodeBody) -> str:
+    return "text" if body.text is not None else "input_ids"
+
+
 def _is_batch(source: Any) -> bool:
     return isinstance(source, list) and bool(source) and not isinstance(source[0], int)
 
@@ -97,17 +103,25 @@ async def generate(
     """Generate text for one prompt or a batch (SGLang's ``/generate``)."""
     source = body.text if body.text is not None else body.input_ids
     assert source is not None
+    caps = settings.caps
+    caps.check_generations(prompt_count(source), param=_prompt_field(body))
     prompts = await generation.read_prompts(source)
     params = body.sampling_params
     if isinstance(params, list):
         if len(params) != len(prompts):
             raise PromptError(f"{len(params)} sampling_params for {len(prompts)} prompts")
         wire = [sampling_params(p, settings.default_max_new_tokens) for p in params]
+        for index, sampling in enumerate(wire):
+            caps.check_stop(sampling.stop, sampling.stop_token_ids, at=f"sampling_params.{index}")
     else:
         wire = [sampling_params(params, settings.default_max_new_tokens)] * len(prompts)
+        caps.check_stop(wire[0].stop, wire[0].stop_token_ids, at="sampling_params")
     rids = request_ids(body.rid, len(prompts), generation)
+    tokens = 0
     for prompt, sampling in zip(prompts, wire, strict=True):
         generation.check_length(prompt, sampling.max_new_tokens)
+        tokens += len(prompt.ids) + sampling.max_new_tokens
+    caps.check_tokens(tokens, len(prompts))
     batched = _is_batch(source)
     # Refuse (503) before any byte of a stream is sent; paused requests wait here.
     await unless_disconnected(request, generation.link.wait_admission())
@@ -156,11 +170,15 @@ async def _stream(
 
 
 @router.post("/encode", response_model=None)
-async def encode(body: EncodeBody, request: Request, generation: GenerationDep) -> Any:
+async def encode(
+    body: EncodeBody, request: Request, generation: GenerationDep, settings: SettingsDep
+) -> Any:
     """Embed one prompt or a batch (SGLang's ``/encode``)."""
     source = body.text if body.text is not None else body.input_ids
     assert source is not None
+    settings.caps.check_generations(prompt_count(source), param=_prompt_field(body))
     prompts = await generation.read_prompts(source)
+    settings.caps.check_tokens(sum(len(prompt.ids) for prompt in prompts), len(prompts))
     rids = request_ids(body.rid, len(prompts), generation)
     work = run_all(
         [generation.embed(prompt, rid) for prompt, rid in zip(prompts, rids, strict=True)]

@@ -22,6 +22,7 @@ from fastapi import APIRouter, Request
 
 from router_core.wire.finish import FinishReason
 from router_core.wire.requests import SamplingParams
+from switchboard.worker.caps import prompt_count
 from switchboard.worker.concurrently import merge_streams, run_all
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
@@ -31,13 +32,14 @@ from switchboard.worker.generation import (
     Prompt,
     RequestAborted,
 )
+from switchboard.worker.json_body import JsonBodyRoute
 from switchboard.worker.schemas import CompletionBody, EmbeddingBody
 from switchboard.worker.settings import WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
 
 __all__ = ["finish_reason", "router"]
 
-router = APIRouter(prefix="/v1", tags=["openai"])
+router = APIRouter(prefix="/v1", tags=["openai"], route_class=JsonBodyRoute)
 
 #: When the model was "created", as ``/v1/models`` reports it: the worker's start.
 _STARTED = int(time.time())
@@ -114,10 +116,16 @@ async def create_completion(
 ) -> Any:
     """Complete each prompt ``n`` times (OpenAI's ``/v1/completions``)."""
     _check_model(body.model, settings)
+    caps = settings.caps
+    caps.check_n(body.n)
+    caps.check_generations(prompt_count(body.prompt), param="prompt", n=body.n)
     prompts = await generation.read_prompts(body.prompt)
     params = _sampling(body)
+    caps.check_stop(params.stop, params.stop_token_ids, at="")
     for prompt in prompts:
         generation.check_length(prompt, params.max_new_tokens)
+    tokens = sum(len(prompt.ids) + params.max_new_tokens for prompt in prompts) * body.n
+    caps.check_tokens(tokens, len(prompts) * body.n)
     # One choice per (prompt, sample): choice index = prompt index * n + sample.
     choices = [prompt for prompt in prompts for _ in range(body.n)]
     rids = [generation.new_rid() for _ in choices]
@@ -237,7 +245,9 @@ async def create_embeddings(
 ) -> dict[str, Any]:
     """Embed each input (OpenAI's ``/v1/embeddings``), batched through the engine."""
     _check_model(body.model, settings)
+    settings.caps.check_generations(prompt_count(body.input), param="input")
     prompts = await generation.read_prompts(body.input)
+    settings.caps.check_tokens(sum(len(prompt.ids) for prompt in prompts), len(prompts))
     work = run_all([generation.embed(prompt, generation.new_rid()) for prompt in prompts])
     results = await unless_disconnected(request, work)
     aborted = [result for result in results if finish_reason(result.finish_reason) == "abort"]

@@ -51,7 +51,11 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
+#: Longest request id a client may choose: it travels with every output row of its request.
+MAX_RID_CHARS = 256
+
 TokenIds = list[Annotated[int, Field(ge=0, le=INT32_MAX)]]
+Rid = Annotated[str, Field(max_length=MAX_RID_CHARS)]
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Seed = Annotated[int, Field(ge=-INT64_MAX, le=INT64_MAX)]
 Penalty = Annotated[float, Field(ge=-2, le=2, description="accepted and ignored")]
@@ -151,7 +155,7 @@ class _NativeBody(_Body):
 
     text: str | list[str] | None = None
     input_ids: TokenIds | list[TokenIds] | None = None
-    rid: str | list[str] | None = None
+    rid: Rid | list[Rid] | None = None
     image_data: Annotated[Media | None, NotSupported("images; this stack serves text")] = None
     video_data: Annotated[Media | None, NotSupported("video; this stack serves text")] = None
     audio_data: Annotated[Media | None, NotSupported("audio; this stack serves text")] = None
@@ -239,8 +243,9 @@ class CompletionBody(_Body):
     min_tokens: Count = 0
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    n: Annotated[int, Field(ge=1, le=16)] = 1
-    best_of: Annotated[int, Field(ge=1, le=16)] | None = None
+    #: At most the worker's ``max_n`` (a setting, so checked by the endpoint).
+    n: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1
+    best_of: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None

@@ -56,7 +56,7 @@ BAD_REQUESTS: list[tuple[str, str, Any, str, int]] = [
         "zero_max_tokens",
         "/v1/completions",
         {"model": MODEL, "prompt": "a", "max_tokens": 0},
-        "",
+        "application/json",
         400,
     ),
     (
@@ -66,13 +66,31 @@ BAD_REQUESTS: list[tuple[str, str, Any, str, int]] = [
         "application/json",
         400,
     ),
-    ("unknown_model", "/v1/completions", {"model": "gpt-0", "prompt": "a"}, "", 404),
-    ("n_zero", "/v1/completions", {"model": MODEL, "prompt": "a", "n": 0}, "", 400),
-    ("empty_prompt", "/v1/completions", {"model": MODEL, "prompt": ""}, "", 400),
+    (
+        "unknown_model",
+        "/v1/completions",
+        {"model": "gpt-0", "prompt": "a"},
+        "application/json",
+        404,
+    ),
+    ("n_zero", "/v1/completions", {"model": MODEL, "prompt": "a", "n": 0}, "application/json", 400),
+    ("empty_prompt", "/v1/completions", {"model": MODEL, "prompt": ""}, "application/json", 400),
     ("empty_batch", "/generate", {"text": []}, "application/json", 400),
-    ("logprobs", "/v1/completions", {"model": MODEL, "prompt": "a", "logprobs": 2}, "", 400),
+    (
+        "logprobs",
+        "/v1/completions",
+        {"model": MODEL, "prompt": "a", "logprobs": 2},
+        "application/json",
+        400,
+    ),
     ("not_an_object", "/generate", [1, 2, 3], "application/json", 400),
-    ("embedding_unknown_model", "/v1/embeddings", {"model": "x", "input": "a"}, "", 404),
+    (
+        "embedding_unknown_model",
+        "/v1/embeddings",
+        {"model": "x", "input": "a"},
+        "application/json",
+        404,
+    ),
     ("encode_without_input", "/encode", {}, "application/json", 400),
     ("huge_body", "/generate", b"{" + b" " * (17 * 1024 * 1024) + b"}", "application/json", 413),
     (
@@ -86,10 +104,16 @@ BAD_REQUESTS: list[tuple[str, str, Any, str, int]] = [
         "stop_token_beyond_int32",
         "/v1/completions",
         {"model": MODEL, "prompt": "a", "stop_token_ids": [2**40]},
-        "",
+        "application/json",
         400,
     ),
-    ("duplicate_rids_in_batch", "/generate", {"text": ["a", "b"], "rid": ["x", "x"]}, "", 400),
+    (
+        "duplicate_rids_in_batch",
+        "/generate",
+        {"text": ["a", "b"], "rid": ["x", "x"]},
+        "application/json",
+        400,
+    ),
     (
         "text_too_long_to_tokenize",
         "/generate",
@@ -117,16 +141,20 @@ class TestBadInput:
         assert response.status_code == status, response.text
         assert _is_error_body(response.json(), status), response.text
 
-    def test_curl_form_content_type_is_read_as_json(
-        self, stack: HttpStack, predictor: Predictor
-    ) -> None:
-        """A JSON body labelled application/x-www-form-urlencoded (curl -d) is served."""
+    @pytest.mark.parametrize(
+        "content_type",
+        ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data", ""],
+    )
+    def test_a_body_not_declared_json_is_415(self, stack: HttpStack, content_type: str) -> None:
+        """A JSON body labelled as a form (curl -d), text or multipart, or not labelled at
+        all, is refused with 415 naming the fix: what a web page may send cross-origin
+        without a preflight is never served."""
         body = json.dumps({"text": "curl style", "sampling_params": {"max_new_tokens": 5}})
-        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        headers = {"Content-Type": content_type} if content_type else {}
         with httpx.Client(base_url=stack.base_url, timeout=HTTP_TIMEOUT) as client:
             response = client.post("/generate", content=body, headers=headers)
-        assert response.status_code == 200, response.text
-        assert response.json()["text"] == predictor.text("curl style", 5)
+        assert response.status_code == 415, response.text
+        assert "Content-Type: application/json" in response.json()["error"]["message"]
 
     def test_workers_keep_serving_after_bad_input(
         self, stack: HttpStack, predictor: Predictor
