@@ -24,6 +24,7 @@ from router_core.credentials import matches
 __all__ = [
     "MAX_ACTOR_CHARS",
     "MAX_ARGS_CHARS",
+    "OPEN_CONTROL",
     "ControlGuard",
     "args_text",
     "audit_fields",
@@ -35,6 +36,12 @@ __all__ = [
 MAX_ARGS_CHARS: Final = 256
 #: Longest actor kept from a request (the caller's own claim).
 MAX_ACTOR_CHARS: Final = 128
+#: What a router without a key logs once at start (``%s``: its control endpoint).
+OPEN_CONTROL: Final = (
+    "control socket %s runs every command without a stack key: any local process that "
+    "can reach it can pause, drain or read the stack; give --run-dir (stack.key in it) "
+    "or --key-file to require the key"
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,11 @@ class ControlGuard:
         """The UNAUTHORIZED message: what to send and where to find it."""
         where = self.key_file or "the stack's key file"
         return f"this control socket needs the stack key: send the key in {where}"
+
+    def close(self) -> None:
+        """Close the audit log's file, if any (later lines go to its logger only)."""
+        if self.audit is not None:
+            self.audit.close()
 
     def record(self, call: AuditedCall, result: str, *, reason: str = "", detail: str = "") -> None:
         """One audit line for ``call`` (nothing without an audit log)."""

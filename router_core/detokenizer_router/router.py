@@ -19,6 +19,7 @@ import zmq
 from router_core import tracing
 from router_core.beacon import IncarnationBeacon
 from router_core.control.commands import DETOK_METRICS, DETOK_STATUS, Command, NoArgs, ReplyTo
+from router_core.control.guard import OPEN_CONTROL, ControlGuard
 from router_core.control.replies import DetokenizerRouterStatus, RouterMetrics
 from router_core.control.server import ControlServer
 from router_core.counters import Counters
@@ -44,15 +45,24 @@ ROUTE_SPAN: Final = "detokenizer-router route_batch"
 
 
 class DetokenizerRouter:
-    """Runs in one thread: :meth:`run` binds, loops until stopped, and closes."""
+    """Runs in one thread: :meth:`run` binds, loops until stopped, and closes.
+
+    The control socket is guarded by ``control_guard`` (default: ``settings.key``, no
+    audit log); a given guard must hold that same key.
+    """
 
     def __init__(
         self,
         settings: DetokenizerRouterSettings,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
+        *,
+        control_guard: ControlGuard | None = None,
     ) -> None:
         self.settings = settings
         self._context = context
+        self._control_guard = control_guard or ControlGuard(
+            key=settings.key, role="detokenizer_router"
+        )
         self.counters = Counters()
         #: Traffic on route ``detokenize`` is keyed by the rows' owner *address*: this
         #: router has no registry; the admin app maps addresses to worker ids.
@@ -86,9 +96,13 @@ class DetokenizerRouter:
                 self._beacon_to = destinations.get("router-workers", self.settings.router_workers)
             inbound = resources.bind(zmq.PULL, endpoints.inbound)
             control_sock = resources.bind(zmq.ROUTER, endpoints.control)
-            control = ControlServer(control_sock, self, COMMANDS, self.counters)
+            control = ControlServer(
+                control_sock, self, COMMANDS, self.counters, self._control_guard
+            )
             self._loop.watch(inbound, lambda: drain(inbound, self._route, self.counters))
             self._loop.watch(control_sock, control.handle_ready)
+            if self._control_guard.key is None:
+                logger.warning(OPEN_CONTROL, endpoints.control)
             logger.info(
                 "detokenizer router serving in pid %d (%d worker assignments restored)",
                 os.getpid(),

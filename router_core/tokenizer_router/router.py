@@ -34,6 +34,7 @@ import zmq
 
 from router_core import tracing
 from router_core.control.commands import Command, ReplyTo
+from router_core.control.guard import OPEN_CONTROL, ControlGuard
 from router_core.control.server import ControlServer
 from router_core.destinations import Destination, DestinationSet
 from router_core.inbound import drain
@@ -77,16 +78,23 @@ class TokenizerRouter:
     """Runs in one thread: :meth:`run` opens the sockets, loops, and closes them.
 
     Nothing happens in ``__init__`` beyond building the (socket-free) core;
-    :meth:`request_stop` may be called from a signal handler or another thread.
+    :meth:`request_stop` may be called from a signal handler or another thread. The
+    control socket is guarded by ``control_guard`` (default: ``settings.key``, no audit
+    log); a given guard must hold that same key.
     """
 
     def __init__(
         self,
         settings: RouterSettings,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
+        *,
+        control_guard: ControlGuard | None = None,
     ) -> None:
         self.settings = settings
         self._context = context
+        self._control_guard = control_guard or ControlGuard(
+            key=settings.key, role="tokenizer_router"
+        )
         self._state_file = (
             None if settings.state_file is None else StateFile(Path(settings.state_file))
         )
@@ -128,7 +136,9 @@ class TokenizerRouter:
             outputs_in = resources.bind(zmq.PULL, endpoints.outputs)
             control_socket = resources.bind(zmq.ROUTER, endpoints.control)
             engine.socket  # noqa: B018  (connect now: a bad endpoint fails the start)
-            control = ControlServer(control_socket, self, self._command_table(), core.counters)
+            control = ControlServer(
+                control_socket, self, self._command_table(), core.counters, self._control_guard
+            )
             self._open = _OpenRouter(workers, engine, control)
             forward = ForwardHop(engine, core.counters, core.traffic, core.worker_label)
             self._loop.watch(
@@ -139,6 +149,8 @@ class TokenizerRouter:
             self._loop.watch(outputs_in, lambda: drain(outputs_in, self._on_output, core.counters))
             self._loop.watch(control_socket, control.handle_ready)
             self._log_restored()
+            if self._control_guard.key is None:
+                logger.warning(OPEN_CONTROL, endpoints.control)
             if not core.peers.authenticated:
                 logger.warning(
                     "tokenizer router has no stack key: any local process that can reach "

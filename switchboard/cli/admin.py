@@ -20,7 +20,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from switchboard.cli.access import client_key
 from switchboard.cli.support import (
     UsageError,
     add_common_flags,
@@ -29,6 +28,7 @@ from switchboard.cli.support import (
     positive_float,
     positive_int,
     run_dir,
+    stack_key,
 )
 
 __all__ = ["add_parser", "console_url", "run"]
@@ -146,8 +146,9 @@ def _settings(args: argparse.Namespace) -> Any:
         detok_endpoint = DetokenizerRouterEndpoints.in_run_dir(directory, 1).control
     # Unset, the environment's SWITCHBOARD_ADMIN_AUDIT_LOG (if any) applies.
     given: dict[str, Any] = {"audit_log": args.audit_log} if args.audit_log is not None else {}
-    # The stack key of --key-file or the run dir (else SWITCHBOARD_ADMIN_CONTROL_KEY, if set).
-    key = client_key(args, directory)
+    # The stack key of --key-file or the run dir, made there if this process is the first
+    # of the stack to start (else SWITCHBOARD_ADMIN_CONTROL_KEY, if set).
+    key = stack_key(args, directory)
     if key is not None:
         given["control_key"] = key
     for name in _HTTP_LIMIT_FLAGS:

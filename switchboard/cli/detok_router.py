@@ -12,6 +12,7 @@ from typing import Any
 
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.endpoints import DETOK_ROUTER_STATE_FILE, DetokenizerRouterEndpoints
+from switchboard.cli.access import add_audit_log_flag, control_guard
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     UsageError,
@@ -47,6 +48,7 @@ def add_parser(sub: Any) -> None:
     add_settings_flags(parser, DetokenizerRouterSettings)
     add_state_file_flag(parser, DETOK_ROUTER_STATE_FILE, "the worker-to-detokenizer assignments")
     add_beacon_flag(parser)
+    add_audit_log_flag(parser)
 
 
 def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
@@ -89,7 +91,14 @@ def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the detokenizer router until SIGTERM."""
+    """Serve the detokenizer router until SIGTERM; its control socket needs the stack
+    key (when it has one) and audits to ``--audit-log`` too."""
     from router_core.detokenizer_router import DetokenizerRouter
 
-    return serve(DetokenizerRouter(settings(args)), args, role="detokenizer-router")
+    chosen = settings(args)
+    guard = control_guard(args, args.run_dir, chosen.key, "detokenizer_router")
+    try:
+        router = DetokenizerRouter(chosen, control_guard=guard)
+        return serve(router, args, role="detokenizer-router")
+    finally:
+        guard.close()

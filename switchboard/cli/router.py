@@ -11,6 +11,7 @@ from typing import Any
 
 from router_core.endpoints import ROUTER_STATE_FILE, RouterEndpoints
 from router_core.tokenizer_router.settings import RouterSettings
+from switchboard.cli.access import add_audit_log_flag, control_guard
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     add_common_flags,
@@ -49,6 +50,7 @@ def add_parser(sub: Any) -> None:
     add_state_file_flag(
         parser, ROUTER_STATE_FILE, "the pause state, drain marks and operation counter"
     )
+    add_audit_log_flag(parser)
 
 
 def settings(args: argparse.Namespace) -> RouterSettings:
@@ -73,7 +75,13 @@ def settings(args: argparse.Namespace) -> RouterSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the tokenizer router until SIGTERM."""
+    """Serve the tokenizer router until SIGTERM; its control socket needs the stack key
+    (when it has one) and audits to ``--audit-log`` too."""
     from router_core.tokenizer_router import TokenizerRouter
 
-    return serve(TokenizerRouter(settings(args)), args, role="tokenizer-router")
+    chosen = settings(args)
+    guard = control_guard(args, args.run_dir, chosen.key, "tokenizer_router")
+    try:
+        return serve(TokenizerRouter(chosen, control_guard=guard), args, role="tokenizer-router")
+    finally:
+        guard.close()

@@ -46,7 +46,8 @@ class TestControlErrors:
             ("continue", {"timeout_s": "soon"}),
         ]
         for request_id, (name, arguments) in enumerate(raw, start=1):
-            dealer.send(encode(ControlRequest(id=request_id, command=name, args=arguments)))
+            request = ControlRequest(id=request_id, command=name, args=arguments, key=stack.key)
+            dealer.send(encode(request))
             reply = decode_reply(dealer.recv())
             assert reply.id == request_id and not reply.ok and reply.error is not None
             assert reply.error.code == ErrorCode.BAD_ARGUMENTS, reply
@@ -55,7 +56,7 @@ class TestControlErrors:
         assert status["workers"] == {"serving": 1}
         assert status["counters"]["rejected"] == {"unknown_command": 1, "control_arguments": 5}
 
-        ctl = [switchboard_bin, "ctl", "--endpoint", router.endpoints.control, "--timeout-s", "5"]
+        ctl = [switchboard_bin, "ctl", "--run-dir", str(stack.run_dir), "--timeout-s", "5"]
         good = subprocess.run(
             [*ctl, "get_worker", "worker_id=w0"],
             check=False,

@@ -51,10 +51,11 @@ def generate(rid: str, owner: str, ids: list[int], max_new: int) -> list[bytes]:
     return frame_message(Kind.GENERATE, request, rids=[rid], reply_to=[owner])
 
 
-def ctl_load(switchboard_bin: str, endpoint: str) -> dict[str, Any]:
-    """The router's latest load snapshot, as ``switchboard ctl ... load`` prints it."""
+def ctl_load(switchboard_bin: str, run_dir: Path) -> dict[str, Any]:
+    """The latest load snapshot of the router in ``run_dir``, as ``switchboard ctl ...
+    load`` prints it."""
     done = subprocess.run(
-        [switchboard_bin, "ctl", "--endpoint", endpoint, "--timeout", "5", "load"],
+        [switchboard_bin, "ctl", "--run-dir", str(run_dir), "--timeout", "5", "load"],
         check=True,
         capture_output=True,
         text=True,
@@ -85,7 +86,7 @@ class TestEchoEngine:
         assert report["messages_by_kind"]["TOKEN_BATCH"] >= 1
 
         def idle_load() -> dict[str, Any] | None:
-            snapshot = ctl_load(switchboard_bin, router.endpoints.control)
+            snapshot = ctl_load(switchboard_bin, stack.run_dir)
             return snapshot if snapshot["running"] == 0 and snapshot["step"] >= 1 else None
 
         load = wait_until(idle_load, 10.0, "an idle load snapshot after the work")

@@ -189,10 +189,11 @@ def build_attack(stack: Stack, detok_endpoints: DetokenizerRouterEndpoints) -> l
     inbound.add(generate, "unexpected_kind")
     inbound.add(load, "unexpected_kind")
     for control_target in (control, detok_control):
-        control_target.add([encode(ControlRequest(id=1, command="no_such"))], "unknown_command")
-        control_target.add(
-            [encode(ControlRequest(id=2, command="status", args={"x": 1}))], "control_arguments"
-        )
+        # With the key, so that they are refused past the key check.
+        unknown = ControlRequest(id=1, command="no_such", key=stack.key)
+        control_target.add([encode(unknown)], "unknown_command")
+        bad_args = ControlRequest(id=2, command="status", args={"x": 1}, key=stack.key)
+        control_target.add([encode(bad_args)], "control_arguments")
         control_target.add([msgspec.msgpack.encode({"id": "one"})], "control_request")
     for target in targets:
         rng.shuffle(target.messages)

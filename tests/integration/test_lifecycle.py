@@ -156,7 +156,7 @@ class TestParentDeath:
         endpoints = RouterEndpoints.in_run_dir(stack.run_dir)
         bound = router_socket_files(endpoints)
         try:
-            client = ControlClient(endpoints.control, context=stack.context)
+            client = ControlClient(endpoints.control, context=stack.context, key=stack.key)
             try:
 
                 def answers() -> bool:

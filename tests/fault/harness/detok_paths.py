@@ -14,6 +14,7 @@ import zmq
 
 from router_core.control import ControlClient
 from router_core.control.commands import DETOK_STATUS
+from router_core.credentials import KEY_FILE, read_key
 from tests.fault.harness.attribution import ConnectionCensus
 from tests.fault.harness.classify import Outcome
 from tests.fault.harness.expected import RequestPlan
@@ -50,7 +51,8 @@ async def assign_detokenizers(stack: FaultStack, label: str) -> dict[str, set[st
     endpoint = f"ipc://{stack.run_dir}/detok-router-control"
     context: zmq.Context[zmq.Socket[bytes]]
     with bounded_context() as context:
-        client = ControlClient(endpoint, timeout_s=5.0, context=context)
+        key = read_key(stack.run_dir / KEY_FILE)
+        client = ControlClient(endpoint, timeout_s=5.0, context=context, key=key)
         try:
             status = client.request(DETOK_STATUS)
         finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from router_core.control.protocol import ControlRequest, encode
+from router_core.credentials import KEY_FILE, read_key
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints, worker_address
 from router_core.wire import Kind, frame_batch
 from router_core.wire.codec import encode_header, frame_message
@@ -65,11 +66,19 @@ def _deep_payload(
 STATUS_REQUEST = [encode(ControlRequest(id=9, command="status"))]
 
 
-def _control_extras() -> tuple[tuple[Frames, str], ...]:
+def _control_extras(key: str) -> tuple[tuple[Frames, str], ...]:
+    """Refused control requests; those meant to pass the key check carry ``key``."""
     return (
-        ([encode(ControlRequest(id=1, command="no_such_command"))], "unknown_command"),
-        ([encode(ControlRequest(id=2, command="status", args={"x": 1}))], "control_arguments"),
-        ([encode(ControlRequest(id=3, command="status", deadline_ns=1))], "control_expired"),
+        ([encode(ControlRequest(id=1, command="no_such_command", key=key))], "unknown_command"),
+        (
+            [encode(ControlRequest(id=2, command="status", args={"x": 1}, key=key))],
+            "control_arguments",
+        ),
+        (
+            [encode(ControlRequest(id=3, command="status", deadline_ns=1, key=key))],
+            "control_expired",
+        ),
+        ([encode(ControlRequest(id=6, command="pause", key="0" * 64))], "control_unauthorized"),
         ([msgspec.msgpack.encode({"id": "one"})], "control_request"),
         ([b"", b"\x01", encode(ControlRequest(id=4, command="status"))], "control_envelope"),
         ([_deep_args_request()], "control_request"),
@@ -87,6 +96,8 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
     ``detokenizers`` detokenizers."""
     router = RouterEndpoints.in_run_dir(run_dir)
     detok = DetokenizerRouterEndpoints.in_run_dir(run_dir, detokenizers)
+    # The stack's key lets the control extras past the key check (none: a stack without).
+    key = read_key(run_dir / KEY_FILE) if (run_dir / KEY_FILE).exists() else ""
     ghost = worker_address(run_dir, "ghost")
     generate = frame_message(
         Kind.GENERATE, GenerateRequest(rid="g", input_ids=[1, 2]), rids=["g"], reply_to=[ghost]
@@ -167,7 +178,7 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
             "tokenizer_router",
             control=True,
             templates=(STATUS_REQUEST,),
-            extras=_control_extras(),
+            extras=_control_extras(key),
         ),
         Target(
             "detok-router.inbound",
@@ -186,7 +197,7 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
             "detokenizer_router",
             control=True,
             templates=(STATUS_REQUEST,),
-            extras=_control_extras(),
+            extras=_control_extras(key),
         ),
         Target(
             "engine",
