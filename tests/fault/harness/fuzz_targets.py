@@ -21,7 +21,13 @@ from router_core.credentials import KEY_FILE, read_key
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints, worker_address
 from router_core.wire import Kind, frame_batch
 from router_core.wire.codec import encode_header, frame_message
-from router_core.wire.control import Acknowledgement, Heartbeat, LoadSnapshot
+from router_core.wire.control import (
+    Acknowledgement,
+    Heartbeat,
+    LoadSnapshot,
+    UpstreamIncarnation,
+    WorkerRegistration,
+)
 from router_core.wire.header import Header
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, GenerateRequest
@@ -91,6 +97,29 @@ def _deep_args_request() -> bytes:
     return request.replace(b"\xa4args\x80", b"\xa4args\x81\xa1x" + DEEP)
 
 
+def _peer_extras(
+    run_dir: Path, workers: list[str], key: str
+) -> tuple[tuple[tuple[Frames, str], ...], tuple[tuple[Frames, str], ...]]:
+    """Messages the router refuses for who sent them (``docs/protocol.md``, section 5.14):
+    for its ``workers`` socket and for ``engine_events``. A bad worker id is refused with
+    no reply; the rest only when the stack has a key (they carry none). The keyless
+    registration names a real worker's address, so the refusal gets no reply either."""
+    forged_id = frame_message(Kind.REGISTER, WorkerRegistration("bad\nid", f"ipc://{run_dir}/x"))
+    to_workers: list[tuple[Frames, str]] = [(forged_id, "bad_worker_id")]
+    to_events: list[tuple[Frames, str]] = []
+    if key:
+        beacon = UpstreamIncarnation("detokenizer-0", 2**62)
+        to_workers.append((frame_message(Kind.UPSTREAM, beacon), "bad_upstream_key"))
+        if workers:
+            keyless = WorkerRegistration("ghost", worker_address(run_dir, workers[0]))
+            to_workers.append((frame_message(Kind.REGISTER, keyless), "bad_key"))
+        forged_load = LoadSnapshot(step=1, engine_started_ns=2**62)
+        forged_ack = Acknowledgement(op_id="fuzz-3", participant="engine")
+        to_events.append((frame_message(Kind.LOAD, forged_load), "bad_engine_key"))
+        to_events.append((frame_message(Kind.ACK, forged_ack), "bad_engine_key"))
+    return tuple(to_workers), tuple(to_events)
+
+
 def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[Target]:
     """Every bound socket of a stack in ``run_dir`` with ``workers`` (ids) and
     ``detokenizers`` detokenizers."""
@@ -121,6 +150,7 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
         msgspec.msgpack.encode(GenerateRequest(rid="other", input_ids=[1])),
     ]
     engine_ack = frame_message(Kind.ACK, Acknowledgement(op_id="fuzz-2", participant="engine"))
+    workers_extras, events_extras = _peer_extras(run_dir, workers, key)
     targets = [
         Target(
             "router.requests",
@@ -145,6 +175,7 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
                 (engine_ack, "ack_impersonation"),
                 (_deep_header(heartbeat), "too_deep"),
                 (_deep_payload(Kind.HEARTBEAT, {"worker_id": "ghost"}, [], []), "too_deep"),
+                *workers_extras,
             ),
         ),
         Target(
@@ -159,6 +190,7 @@ def stack_targets(run_dir: Path, workers: list[str], detokenizers: int) -> list[
                 (generate, "unexpected_kind"),
                 (_deep_header(load), "too_deep"),
                 (_deep_payload(Kind.LOAD, {"step": 1}, [], []), "too_deep"),
+                *events_extras,
             ),
         ),
         Target(
