@@ -67,7 +67,7 @@ def report_router_status(report: Report, control: str) -> None:
     """Ask the router for ``status`` over its control socket, as ``switchboard ctl`` does."""
     context = zmq.Context()
     try:
-        with ControlClient(control, timeout_s=5.0, context=context) as client:
+        with ControlClient(control, timeout_s=5.0, context=context, actor="bench") as client:
             report.send(("status", client.call("status")))
     finally:
         context.term()

@@ -20,8 +20,10 @@ PURE_MODULES = (
     "router_core/lazy.py",
     "router_core/limits.py",
     "router_core/settings_fields.py",
+    "router_core/run_dir.py",
     # The routers' control commands and replies (the clients and server are not pure).
     "router_core/control/commands.py",
+    "router_core/control/guard.py",
     "router_core/control/protocol.py",
     "router_core/control/replies.py",
     "router_core/worker_link/session.py",
