@@ -40,6 +40,8 @@ ANY_HOST: Final = "*"
 _ENTRY = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+")
 #: Shown of a refused header's value, at most.
 _SHOWN = 100
+#: Allowed header values remembered, at most (of Host and of Origin each).
+_REMEMBERED = 256
 
 
 def parse_allowed_hosts(value: str) -> tuple[str, ...] | None:
@@ -68,6 +70,24 @@ def _is_address(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _address(host: bytes) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an address, or None for a name."""
+    try:
+        return ipaddress.ip_address(host.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _same_address(host: bytes, local_address: str) -> bool:
+    """Whether ``host`` is an address equal to ``local_address`` (in any spelling)."""
+    address = _address(host)
+    return (
+        address is not None
+        and _is_address(local_address)
+        and (address == ipaddress.ip_address(local_address))
+    )
 
 
 def _hostname(value: bytes) -> bytes:
@@ -105,6 +125,10 @@ class AllowedHosts:
         if not _is_address(bare):
             allowed.add(bare.rstrip("."))
         self._names: frozenset[bytes] = frozenset(name.encode() for name in allowed)
+        # Raw header values found allowed whatever the connection, so that the usual
+        # request costs a set lookup; bounded, so odd values cannot grow them.
+        self._passed_hosts: set[bytes] = set()
+        self._passed_origins: set[bytes] = set()
 
     @classmethod
     def from_setting(cls, value: str, *, bind_host: str, setting: str) -> AllowedHosts:
@@ -115,48 +139,52 @@ class AllowedHosts:
     def allows(self, host: bytes, local_address: str | None) -> bool:
         """Whether ``host`` (a bare host, as :func:`_hostname` gives it) is allowed on a
         connection that came in on ``local_address``."""
+        return self._everywhere(host) or (
+            local_address is not None and _same_address(host, local_address)
+        )
+
+    def _everywhere(self, host: bytes) -> bool:
+        """Allowed on any connection: any host, a listed name or a loopback address."""
         if self.any or host in self._names:
             return True
-        try:
-            address = ipaddress.ip_address(host.decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
+        address = _address(host)
+        return address is not None and address.is_loopback
+
+    def _passes(self, value: bytes, host: bytes | None, passed: set[bytes], scope: Scope) -> bool:
+        if host is None:
             return False
-        if address.is_loopback:
+        if self._everywhere(host):
+            if len(passed) < _REMEMBERED:
+                passed.add(value)
             return True
-        return (
-            local_address is not None
-            and _is_address(local_address)
-            and (address == ipaddress.ip_address(local_address))
-        )
+        server = scope.get("server")
+        return server is not None and _same_address(host, server[0])
 
     def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
         """``(status, reason, message)`` refusing the request of ``scope``, or None."""
-        server = scope.get("server")
-        local = server[0] if server else None
         for name, value in scope["headers"]:
             if name == b"host":
-                if not self.allows(_hostname(value), local):
-                    shown = value.decode("latin-1")[:_SHOWN]
-                    return (
-                        421,
-                        "host_not_allowed",
-                        (
-                            f"Host {shown!r} is not a name this server answers to; add it to "
-                            f"{self.setting} (or * to accept any)"
-                        ),
-                    )
-            elif name == b"origin":
-                host = _origin_host(value)
-                if host is None or not self.allows(host, local):
-                    shown = value.decode("latin-1")[:_SHOWN]
-                    return (
-                        403,
-                        "origin_not_allowed",
-                        (
-                            f"requests from pages of Origin {shown!r} are refused; add its host "
-                            f"to {self.setting} (or * to accept any)"
-                        ),
-                    )
+                if value in self._passed_hosts or self._passes(
+                    value, _hostname(value), self._passed_hosts, scope
+                ):
+                    continue
+                shown = value.decode("latin-1")[:_SHOWN]
+                message = (
+                    f"Host {shown!r} is not a name this server answers to; add it to "
+                    f"{self.setting} (or * to accept any)"
+                )
+                return 421, "host_not_allowed", message
+            if name == b"origin":
+                if value in self._passed_origins or self._passes(
+                    value, _origin_host(value), self._passed_origins, scope
+                ):
+                    continue
+                shown = value.decode("latin-1")[:_SHOWN]
+                message = (
+                    f"requests from pages of Origin {shown!r} are refused; add its host "
+                    f"to {self.setting} (or * to accept any)"
+                )
+                return 403, "origin_not_allowed", message
         return None
 
 

@@ -109,9 +109,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
                 self._unsupported_upgrade_warning()
             return
         if self._reading_head:
-            if self._head_bytes > self.limits.max_header_bytes:
+            if not self._head_bytes:
+                pass  # the usual case: the request arrived whole, nothing of the next yet
+            elif self._head_bytes > self.limits.max_header_bytes:
                 self._refuse_large_head()
-            elif self._deadline is None and self._head_bytes:
+            elif self._deadline is None:
                 self._deadline = self.loop.call_later(
                     self.limits.header_timeout_s, self._head_timed_out
                 )
@@ -128,14 +130,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             raise _Refused
         self._reading_head = False
         self._reading_body = True
-        self._cancel_deadline()
+        if self._deadline is not None:
+            self._cancel_deadline()
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         self._reading_body = False
         self._reading_head = True
         self._head_bytes = 0
-        self._cancel_deadline()
+        if self._deadline is not None:
+            self._cancel_deadline()
         super().on_message_complete()
 
     # Limits
