@@ -6,7 +6,8 @@ ports: an oversized head (431, memory flat while 256 MiB arrive, the event loop 
 answering), a trickled head and a trickled body (408 within the timeout), a connection
 that never sends (closed after the keep-alive), one connection past the limit (503, the
 open ones still served) and a ``Host`` or ``Origin`` not allowed (421, 403). The measured
-figures are printed (``pytest -s``).
+figures are printed (``pytest -s``). Last, one ``switchboard up`` shows its settings reach
+both kinds of children.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import httpx
 import pytest
 
 from tests.integration.harness import ManagedProcess, ProcessManager, child_env, wait_until
+from tests.integration.harness.admin_stack import admin_stack
 from tests.integration.harness.http_stack import free_port
 
 pytestmark = pytest.mark.integration
@@ -427,3 +429,18 @@ def test_the_worker_counts_its_refusals(servers: dict[str, Server]) -> None:
     info = httpx.get(server.url + "/get_server_info", timeout=10.0).json()
     rejected = info["worker"]["counters"]["http_rejected"]
     assert rejected["host_not_allowed"] >= 1
+
+
+def test_switchboard_up_hands_the_limits_to_both(tmp_path: Path) -> None:
+    """Under switchboard up, its allowed_hosts and max_header_bytes hold on the workers'
+    port and the admin app's alike, and the supervisor's own 127.0.0.1 probes still pass
+    (it became ready)."""
+    extra = ("--allowed-hosts", ALLOWED_NAME, "--max-header-bytes", "8192")
+    with admin_stack(tmp_path, workers=1, extra_args=extra) as stack:
+        for url, probe in ((stack.base_url, "/health"), (stack.admin_url, "/healthz")):
+            named = httpx.get(url + probe, headers={"Host": ALLOWED_NAME}, timeout=10.0)
+            assert named.status_code == 200, named.text
+            other = httpx.get(url + probe, headers={"Host": "evil.example"}, timeout=10.0)
+            assert other.status_code == 421 and "allowed_hosts" in other.json()["error"]["message"]
+            large = httpx.get(url + probe, headers={"X-Pad": "a" * 9000}, timeout=10.0)
+            assert large.status_code == 431
