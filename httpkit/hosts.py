@@ -72,22 +72,22 @@ def _is_address(text: str) -> bool:
     return True
 
 
-def _address(host: bytes) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """``host`` as an address, or None for a name."""
+def _address(host: bytes | str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an address (an IPv4 address mapped into IPv6, as a dual-stack socket
+    reports an IPv4 peer, as the IPv4 one), or None for a name."""
     try:
-        return ipaddress.ip_address(host.decode("ascii"))
+        address = ipaddress.ip_address(host.decode("ascii") if isinstance(host, bytes) else host)
     except (UnicodeDecodeError, ValueError):
         return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _same_address(host: bytes, local_address: str) -> bool:
     """Whether ``host`` is an address equal to ``local_address`` (in any spelling)."""
     address = _address(host)
-    return (
-        address is not None
-        and _is_address(local_address)
-        and (address == ipaddress.ip_address(local_address))
-    )
+    return address is not None and address == _address(local_address)
 
 
 def _hostname(value: bytes) -> bytes:

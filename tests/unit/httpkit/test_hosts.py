@@ -70,6 +70,7 @@ class TestAllowedHosts:
         allowed = hosts(bind_host="0.0.0.0")
         assert allowed.allows(b"10.0.0.5", "10.0.0.5")
         assert allowed.allows(b"fe80::0:1", "fe80::1")
+        assert allowed.allows(b"10.0.0.5", "::ffff:10.0.0.5")  # a dual-stack socket
         assert not allowed.allows(b"10.0.0.6", "10.0.0.5")
 
     def test_a_bind_host_name_passes(self) -> None:
