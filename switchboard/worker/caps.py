@@ -42,13 +42,15 @@ def prompt_count(source: str | Sequence[object]) -> int:
 class RequestCaps:
     """What one request may ask for at most. Each field is a ``switchboard worker`` flag.
 
-    The defaults are measured, not guessed: a client sending one request after another
-    at all of them at once (16 streamed generations of 2,048 prompt and 2,048 new tokens,
-    each with 16 stop strings of 64 characters) raises the median latency of other
-    clients' short requests by about 1.5x on the built-in engine
-    (``tests/integration/test_worker_input_caps.py``). Every generation's stop strings
-    are searched on each of its tokens, so stop strings times generations is what costs
-    everyone: 32 generations with 16 stop strings of 128 characters already doubled it.
+    The defaults are measured, not guessed: a client sending requests at all of them at
+    once, one after another (16 streamed generations of 1,024 prompt and 1,024 new tokens,
+    or 16 prompts of 2,048 tokens, or 16 embeddings of 2,048, each generation with 16 stop
+    strings of 64 characters and 256 stop ids), raises the median latency of other
+    clients' short requests about 1.3x on the built-in engine
+    (``tests/integration/test_worker_input_caps.py``). What costs everyone is generations
+    times their stop strings (each stop string is searched on each token) and the tokens
+    one request may queue ahead of the others: with 65,536 tokens the same client cost
+    1.6x, with 32 generations and 16 stop strings of 128 characters over 2.5x.
     """
 
     #: Generations per request: the prompts of a batch, times ``n`` on ``/v1/completions``
@@ -71,7 +73,7 @@ class RequestCaps:
     #: Prompt tokens plus ``max_new_tokens``, summed over the request's generations (the
     #: work it may ask of the engine); each generation is also bounded by the context length.
     max_request_tokens: int = flagged(
-        65_536,
+        32_768,
         help="prompt tokens plus max new tokens, summed over one request's generations",
         bound="positive",
     )

@@ -128,7 +128,7 @@ class TestFlags:
             max_stop_strings=16,
             max_stop_chars=64,
             max_stop_token_ids=256,
-            max_request_tokens=65_536,
+            max_request_tokens=32_768,
         )
 
 
