@@ -67,9 +67,11 @@ def result_of(status: int | None) -> AuditResult:
 @dataclass
 class AuditNote:
     """What a mutation's handler tells its audit record: ``detail``, its account of what
-    happened (the operation, who acknowledged, the worker's new state)."""
+    happened (the operation, who acknowledged, the worker's new state). ``who`` is the
+    operator the guard authenticated, for the handler to name to the router."""
 
     detail: str | None = None
+    who: str = ""
 
 
 def audit(

@@ -164,7 +164,7 @@ class MutationGuard:
                 **record,
             )
             return
-        note = AuditNote()
+        note = AuditNote(who=principal.name)
         scope.setdefault("state", {})[AUDIT_NOTE_KEY] = note
         status: int | None = None
         error_body = bytearray()

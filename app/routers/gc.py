@@ -21,6 +21,6 @@ FREEZE_GC = command("freeze_gc")
 async def freeze_gc(note: Note, control: Router) -> FreezeGcResult:
     """Freeze GC in the router and ask the engine (and through it the detokenizers and
     workers) to do the same, after warm-up, so long-lived objects are never scanned."""
-    result = await control.freeze_gc()
+    result = await control.freeze_gc(by=note.who)
     note.detail = "frozen=" + ",".join(result.frozen)
     return result

@@ -65,9 +65,9 @@ async def _barrier(
     note.detail = f"{prefix}timeout_s={timeout_s:g}"
     try:
         if mode is not None:
-            operation = await control.pause(mode, timeout_s)
+            operation = await control.pause(mode, timeout_s, by=note.who)
         else:
-            operation = await control.resume(timeout_s)
+            operation = await control.resume(timeout_s, by=note.who)
     finally:
         poller.wake()
     if operation.complete:

@@ -32,7 +32,7 @@ async def get_worker(worker_id: str, control: Router) -> Worker:
 async def _drain(
     worker_id: str, action: Command, note: Note, control: Router, poller: Poller
 ) -> Worker:
-    worker = await control.drain(worker_id, drain=action is DRAIN)
+    worker = await control.drain(worker_id, drain=action is DRAIN, by=note.who)
     poller.wake()
     note.detail = f"state={worker.state}"
     return worker

@@ -179,6 +179,21 @@ class TestAuditLog:
             "who=ops action=freeze_gc target=all result=ok status=200 " in line for line in lines
         )
 
+    def test_router_audit_names_the_operator(self, stack: AdminStack, ops: httpx.Client) -> None:
+        """The router's own audit line for a mutation the admin app sent names the
+        operator behind it (``who=admin:ops``), not just the admin app."""
+        ops.post("/api/freeze_gc").raise_for_status()
+
+        def router_lines() -> list[str]:
+            return [
+                line
+                for line in stack.stderr().splitlines()
+                if " via=control " in line and "action=freeze_gc" in line
+            ]
+
+        lines = wait_until(router_lines, 5.0, "the router's audit line")
+        assert any("who=admin:ops via=control " in line for line in lines), lines
+
     def test_tokens_are_never_logged(self, stack: AdminStack) -> None:
         """Neither token appears in any process's log or on stdout; the console URL does."""
         log = stack.stderr()
