@@ -22,6 +22,7 @@ from router_core.endpoints import (
 from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
 from switchboard.supervisor.http_limits import http_limit_flags
 from switchboard.supervisor.metrics_dir import MULTIPROC_ENV
+from switchboard.supervisor.request_caps import request_cap_flags
 from switchboard.supervisor.settings import ENV_PREFIX, FOREIGN_ENV, StackSettings
 
 __all__ = [
@@ -179,6 +180,7 @@ def stack_layout(
             *("--pause-wait-s", repr(settings.pause_wait_s)),
             *("--upstream-grace-s", repr(settings.upstream_grace_s)),
             *http_limit_flags(settings, admin=False),
+            *request_cap_flags(settings),
             *tokenizer,
             *remote,
         )

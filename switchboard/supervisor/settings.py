@@ -42,6 +42,7 @@ from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_vi
 from router_core.worker_link.settings import WorkerLinkSettings
 from switchboard.engine.scheduler import SchedulerConfig
 from switchboard.supervisor.http_limits import HttpLimitSettings
+from switchboard.supervisor.request_caps import RequestCapSettings
 from switchboard.supervisor.sources import (
     ENV_PREFIX,
     FOREIGN_ENV,
@@ -93,12 +94,13 @@ _LOWER_SOURCES: ContextVar[tuple[dict[str, Any], dict[str, Any]]] = ContextVar(
 )
 
 
-class StackSettings(HttpLimitSettings):
+class StackSettings(HttpLimitSettings, RequestCapSettings):
     """Everything ``switchboard up`` needs to start, watch and stop one stack.
 
     A setting passed through to a child has that child's flag name (``step_time_s`` is
     the engine's ``--step-time-s``) and that child's default. The HTTP limits are
-    :class:`~switchboard.supervisor.http_limits.HttpLimitSettings`'.
+    :class:`~switchboard.supervisor.http_limits.HttpLimitSettings`', the caps on one
+    request :class:`~switchboard.supervisor.request_caps.RequestCapSettings`'.
     """
 
     model_config = SettingsConfigDict(

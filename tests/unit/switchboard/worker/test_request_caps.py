@@ -117,6 +117,19 @@ class TestFlags:
         settings = worker_cli.settings(build_parser("worker").parse_args(words))
         assert settings.caps == CAPS and settings.accept_any_content_type
 
+    def test_switchboard_up_hands_them_to_the_workers(self, tmp_path: Path) -> None:
+        """``switchboard up``'s settings of the same names reach every worker's flags."""
+        from switchboard.supervisor.layout import stack_layout
+        from switchboard.supervisor.settings import load_settings
+
+        given = {field: str(getattr(CAPS, field)) for field in vars(CAPS)}
+        settings = load_settings({**given, "accept_any_content_type": "true"})
+        workers = [spec for spec in stack_layout(settings, tmp_path, 1) if spec.role == "worker"]
+        assert workers
+        for spec in workers:
+            args = build_parser("worker").parse_args(list(spec.argv[3:]))
+            assert worker_cli.settings(args).caps == CAPS and args.accept_any_content_type
+
     def test_defaults(self, tmp_path: Path) -> None:
         """Without them: the documented defaults, and JSON content types only."""
         words = ["worker", "--run-dir", str(tmp_path), "--worker-id", "w0"]
