@@ -24,6 +24,7 @@ from switchboard.cli.support import (
     UsageError,
     add_common_flags,
     configure_logging,
+    non_negative_int,
     port,
     positive_float,
     positive_int,
@@ -95,8 +96,8 @@ def add_parser(sub: Any) -> None:
         )
 
 
-#: The HTTP limit settings offered as flags (and their parsers); the defaults and the help
-#: are AdminSettings'.
+#: The HTTP limit settings (bodies and event streams included) offered as flags, and their
+#: parsers; the defaults and the help are AdminSettings'.
 _HTTP_LIMIT_FLAGS: dict[str, Any] = {
     "max_header_bytes": positive_int,
     "header_timeout_s": positive_float,
@@ -104,6 +105,8 @@ _HTTP_LIMIT_FLAGS: dict[str, Any] = {
     "keep_alive_s": positive_float,
     "max_connections": positive_int,
     "allowed_hosts": str,
+    "max_body_bytes": non_negative_int,
+    "max_subscribers": positive_int,
 }
 #: How a refusal of a Host names the setting that allows more.
 ALLOWED_HOSTS_SETTING = (

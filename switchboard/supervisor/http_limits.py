@@ -2,11 +2,12 @@
 
 :class:`HttpLimitSettings` is the part of :class:`~switchboard.supervisor.settings.
 StackSettings` that every HTTP server of the stack shares (the workers and the admin
-app, :mod:`httpkit.limits`): one value each, except the connection limit, which is per
-process and differs (``max_connections`` for each worker, ``admin_max_connections``).
-Their defaults are the workers' (``keep_alive_s`` 10 s, so under ``switchboard up`` the
-admin app keeps idle connections as long as the workers do) and, for
-``admin_max_connections``, the admin app's.
+app, :mod:`httpkit.limits`): one value each, except the connection and body limits, which
+differ (``max_connections`` and ``max_body_bytes`` for each worker,
+``admin_max_connections`` and ``admin_max_body_bytes`` for the admin app), and the admin
+app's ``admin_max_subscribers``. Their defaults are the workers' (``keep_alive_s`` 10 s,
+so under ``switchboard up`` the admin app keeps idle connections as long as the workers
+do) and, for the ``admin_`` ones, the admin app's.
 """
 
 from __future__ import annotations
@@ -56,6 +57,23 @@ class HttpLimitSettings(BaseSettings):
         ge=1,
         description="connections the admin app holds at once; beyond, 503 and close",
     )
+    max_body_bytes: int = Field(
+        WorkerSettings.max_body_bytes,
+        ge=1,
+        description="largest request body, in bytes, a worker accepts; a larger one is "
+        "answered 413",
+    )
+    admin_max_body_bytes: int = Field(
+        AdminSettings.model_fields["max_body_bytes"].default,
+        ge=0,
+        description="largest request body, in bytes, the admin app accepts; a larger one is "
+        "answered 413",
+    )
+    admin_max_subscribers: int = Field(
+        AdminSettings.model_fields["max_subscribers"].default,
+        ge=1,
+        description="/api/events streams the admin app holds at once; beyond, 503",
+    )
     allowed_hosts: str = Field(
         WorkerSettings.allowed_hosts,
         description="Host names the workers and the admin app accept besides localhost, "
@@ -74,7 +92,11 @@ class HttpLimitSettings(BaseSettings):
 def http_limit_flags(settings: HttpLimitSettings, *, admin: bool) -> tuple[str, ...]:
     """The flags handing ``settings`` to a worker, or (``admin``) to the admin app."""
     connections = settings.admin_max_connections if admin else settings.max_connections
+    body = settings.admin_max_body_bytes if admin else settings.max_body_bytes
+    streams = ("--max-subscribers", str(settings.admin_max_subscribers)) if admin else ()
     return (
+        *("--max-body-bytes", str(body)),
+        *streams,
         *("--max-header-bytes", str(settings.max_header_bytes)),
         *("--header-timeout-s", repr(settings.header_timeout_s)),
         *("--body-timeout-s", repr(settings.body_timeout_s)),

@@ -72,8 +72,11 @@ class WorkerSettings:
     )
     #: Seconds ``/health_generate`` waits for its one-token generation.
     health_generate_timeout_s: float = 20.0
-    #: Largest request body accepted, in bytes.
-    max_body_bytes: int = 16 * 1024 * 1024
+    max_body_bytes: int = flagged(
+        16 * 1024 * 1024,
+        help="largest request body in bytes; a larger one (declared or chunked) is answered 413",
+        bound="positive",
+    )
     #: The HTTP limits (:mod:`httpkit.limits`), per worker process.
     max_header_bytes: int = flagged(
         DEFAULT_MAX_HEADER_BYTES,

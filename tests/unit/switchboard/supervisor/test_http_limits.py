@@ -129,6 +129,26 @@ class TestStackSettings:
             assert flag_values(specs[role], "--body-timeout-s") == "5.0"
             assert flag_values(specs[role], "--allowed-hosts") == "api.example,10.1.2.3"
 
+    def test_body_and_stream_limits_reach_them(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Body limits per child and the admin app's event-stream limit are up's settings,
+        its SWITCHBOARD_ADMIN_ variables included, with the children's own defaults."""
+        defaults = {
+            spec.role: list(spec.argv) for spec in stack_layout(load_settings({}), tmp_path, 1)
+        }
+        assert flag_values(defaults["worker"], "--max-body-bytes") == str(16 * 1024 * 1024)
+        assert flag_values(defaults["admin"], "--max-body-bytes") == str(1024 * 1024)
+        assert flag_values(defaults["admin"], "--max-subscribers") == "256"
+        assert "--max-subscribers" not in defaults["worker"]
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_MAX_BODY_BYTES", "512")
+        monkeypatch.setenv("SWITCHBOARD_ADMIN_MAX_SUBSCRIBERS", "8")
+        settings = load_settings({"max_body_bytes": "2048"})
+        specs = {spec.role: list(spec.argv) for spec in stack_layout(settings, tmp_path, 1)}
+        assert flag_values(specs["worker"], "--max-body-bytes") == "2048"
+        assert flag_values(specs["admin"], "--max-body-bytes") == "512"
+        assert flag_values(specs["admin"], "--max-subscribers") == "8"
+
     def test_a_bad_host_list_is_one_line(self) -> None:
         """A bad allowed_hosts is a SettingsError naming the setting and the entry."""
         with pytest.raises(SettingsError, match=r"allowed_hosts.*'a\.example:80'"):
