@@ -35,11 +35,13 @@ from switchboard.worker.disconnect import ClientDisconnected
 __all__ = [
     "BodyRefused",
     "InvalidBody",
+    "InvalidUnicode",
     "JsonBodyRoute",
     "UnsupportedMediaType",
     "decode_json_body",
     "invalid_string_at",
     "is_json_media_type",
+    "refuse_unless_json",
 ]
 
 #: The fix a 415 names.
