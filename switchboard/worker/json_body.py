@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -43,6 +44,11 @@ __all__ = [
     "is_json_media_type",
     "refuse_unless_json",
 ]
+
+#: Where a value is in a JSON document: object keys and list indices, outermost first.
+JsonPath = tuple[str | int, ...]
+#: Types of decoded JSON values that hold no text.
+_TEXTLESS = frozenset({int, float, bool, type(None)})
 
 #: The fix a 415 names.
 SEND_JSON = "send the body as JSON with the header Content-Type: application/json"
@@ -104,7 +110,7 @@ def _lone_surrogate(text: str) -> int | None:
     return None
 
 
-def _dotted(path: list[str | int]) -> str:
+def _dotted(path: JsonPath) -> str:
     return ".".join(str(part) for part in path)
 
 
@@ -112,14 +118,19 @@ def _surrogate(text: str, at: int) -> str:
     return f"a lone surrogate \\u{ord(text[at]):04x} at character {at}"
 
 
-def invalid_string_at(value: Any) -> tuple[list[str | int], str | None, str] | None:
-    """The first string or object key in the decoded JSON ``value`` that is not Unicode
-    text (it holds a lone surrogate): ``(path, key, problem)``, where ``path`` (keys and
-    list indices) leads to the string, or to the object holding the bad ``key``
-    (None for a string); None when every string is text.
+#: What a decoded JSON value can hold that needs looking into.
+_CONTAINERS = (list, dict)
 
-    Walks iteratively in document order, so any depth the decoder took is fine."""
-    pending: list[tuple[list[str | int], Any]] = [([], value)]
+
+def invalid_string_at(value: Any) -> tuple[JsonPath, str | None, str] | None:
+    """A string or object key in the decoded JSON ``value`` that is not Unicode text (it
+    holds a lone surrogate): ``(path, key, problem)``, where ``path`` (keys and list
+    indices) leads to the string, or to the object holding the bad ``key`` (None for a
+    string); None when every string is text.
+
+    Iterative, so any depth the decoder took is fine, and quick on what cannot hold text:
+    a list without strings or containers (token ids) is skipped in C."""
+    pending: list[tuple[JsonPath, Any]] = [((), value)]
     while pending:
         path, item = pending.pop()
         if isinstance(item, str):
@@ -127,43 +138,86 @@ def invalid_string_at(value: Any) -> tuple[list[str | int], str | None, str] | N
             if at is not None:
                 return path, None, _surrogate(item, at)
         elif isinstance(item, dict):
-            children: list[tuple[list[str | int], Any]] = []
             for key, child in item.items():
                 at = _lone_surrogate(key)
                 if at is not None:
                     return path, key, _surrogate(key, at)
-                children.append(([*path, key], child))
-            pending.extend(reversed(children))
-        elif isinstance(item, list):
-            pending.extend(
-                ([*path, index], child) for index, child in reversed(list(enumerate(item)))
-            )
+                if isinstance(child, str | list | dict):
+                    pending.append(((*path, key), child))
+        elif isinstance(item, list) and not _TEXTLESS.issuperset(map(type, item)):
+            for index, child in enumerate(item):
+                if isinstance(child, str):
+                    at = _lone_surrogate(child)
+                    if at is not None:
+                        return (*path, index), None, _surrogate(child, at)
+                elif isinstance(child, _CONTAINERS):
+                    pending.append(((*path, index), child))
     return None
 
 
-def _not_text(found: tuple[list[str | int], str | None, str]) -> InvalidUnicode:
+_ADVICE = "JSON strings must be Unicode text (a surrogate pair, or the character, is fine)"
+#: A refused body up to this size is decoded again to name the bad string's field; a
+#: larger one is only scanned (in C) for where it is, so explaining stays cheap.
+EXPLAIN_BYTES = 1 << 20
+#: The longest prefix of a JSON text without a lone surrogate escape: text without
+#: backslashes, other escapes (``\\`` taken whole, so an escaped backslash never starts
+#: one), escapes of non-surrogates, and surrogate pairs.
+_LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_NO_LONE_ESCAPE = re.compile(
+    rb"(?:[^\\]++|\\[^u]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4}"
+    rb"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})*+"
+)
+
+
+def _not_text(found: tuple[JsonPath, str | None, str]) -> InvalidUnicode:
     path, key, problem = found
-    advice = "JSON strings must be Unicode text (a surrogate pair, or the character, is fine)"
     if key is None:
         where = _dotted(path) or "body"
         return InvalidUnicode(
-            f"{where}: not valid Unicode: {problem}; {advice}",
+            f"{where}: not valid Unicode: {problem}; {_ADVICE}",
             param=str(path[0]) if path else None,
         )
     holder = f"of {_dotted(path)}" if path else "of the body"
     return InvalidUnicode(
-        f'a key {holder} ("{_escaped(key)}") is not valid Unicode: {problem}; {advice}',
+        f'a key {holder} ("{_escaped(key)}") is not valid Unicode: {problem}; {_ADVICE}',
         param=str(path[0]) if path else _escaped(key),
     )
 
 
-def _explain(raw: bytes | memoryview, error: msgspec.DecodeError) -> BodyRefused:
+def _located(raw: bytes, error: msgspec.DecodeError) -> BodyRefused:
+    """What is wrong with the large refused body ``raw``, found by scans in C: where its
+    first lone surrogate is (as bytes, or escaped), not which field holds it."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        at = bad.start
+        if raw[at] == 0xED and b"\xa0" <= raw[at + 1 : at + 2] <= b"\xbf":
+            return InvalidUnicode(
+                f"not valid Unicode: a lone surrogate (as UTF-8 bytes) at byte {at} of the "
+                f"body; {_ADVICE}"
+            )
+        return InvalidUnicode(f"the body is not valid UTF-8 (byte {at})")
+    prefix = _NO_LONE_ESCAPE.match(raw)
+    assert prefix is not None  # the pattern matches the empty string
+    at = prefix.end()
+    escape = raw[at : at + 6].decode("ascii", "replace")
+    if _LONE_ESCAPE.fullmatch(escape):
+        return InvalidUnicode(
+            f"not valid Unicode: a lone surrogate {escape} at byte {at} of the body; {_ADVICE}"
+        )
+    return InvalidBody(f"the body is not valid JSON: {error}")
+
+
+def _explain(raw: bytes, error: msgspec.DecodeError) -> BodyRefused:
     """What is wrong with a body the fast decoder refused; only refused bodies get here.
 
-    The fast decoder does not say where a bad string is, so the body is decoded again,
-    permissively (lone surrogates kept), to find it."""
+    The fast decoder does not say where a bad string is, so a body of at most
+    :data:`EXPLAIN_BYTES` is decoded again, permissively (lone surrogates kept), to name
+    the field; a larger one is :func:`_located`."""
+    if len(raw) > EXPLAIN_BYTES:
+        return _located(raw, error)
     try:
-        text = bytes(raw).decode("utf-8", "surrogatepass")
+        text = raw.decode("utf-8", "surrogatepass")
     except UnicodeDecodeError as bad:
         return InvalidUnicode(f"the body is not valid UTF-8 (byte {bad.start})")
     try:
@@ -192,7 +246,7 @@ def decode_json_body(raw: bytes) -> Any:
     try:
         return _decoder.decode(data)
     except msgspec.DecodeError as error:
-        raise _explain(data, error) from error
+        raise _explain(bytes(data), error) from error
     except RecursionError as error:
         raise InvalidBody("the body is not valid JSON: it nests too deeply") from error
 

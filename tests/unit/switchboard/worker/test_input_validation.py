@@ -220,6 +220,39 @@ class TestDecodeJsonBody:
             assert refused.value.reason == "invalid_unicode"
 
     @pytest.mark.parametrize(
+        ("tail", "message"),
+        [
+            (b'"a\\ud800"}', "not valid Unicode: a lone surrogate \\ud800 at byte "),
+            (b'"a\\udc00\\ud800"}', "not valid Unicode: a lone surrogate \\udc00 at byte "),
+            (
+                '"a\ud800"}'.encode("utf-8", "surrogatepass"),
+                "a lone surrogate (as UTF-8 bytes) at byte ",
+            ),
+            (b'"a\xff"}', "the body is not valid UTF-8 (byte "),
+            (b'"\\uZZZZ"}', "the body is not valid JSON: "),
+        ],
+    )
+    def test_a_large_body_is_located_not_decoded_again(
+        self, monkeypatch: pytest.MonkeyPatch, tail: bytes, message: str
+    ) -> None:
+        """A refused body over ``EXPLAIN_BYTES`` is scanned in C for where the bad string is
+        (a byte offset), never decoded again or walked in Python."""
+
+        def slow(*args: Any) -> None:
+            raise AssertionError("a large refused body was decoded again")
+
+        monkeypatch.setattr(json_body.json, "loads", slow)
+        monkeypatch.setattr(json_body, "invalid_string_at", slow)
+        head = b'{"input_ids": [' + b"7," * (json_body.EXPLAIN_BYTES // 2) + b'7], "s": '
+        raw = head + b'"fine \\ud83d\\ude00 \\\\ud800", "text": ' + tail
+        with pytest.raises(InvalidBody) as refused:
+            decode_json_body(raw)
+        assert message in refused.value.message
+        if "byte " in message and "UTF-8" not in message:
+            at = int(refused.value.message.split("at byte ")[1].split()[0])
+            assert raw[at : at + 2] in (b"\\u", b"\xed")
+
+    @pytest.mark.parametrize(
         ("raw", "message"),
         [
             (b'{"text": "\xff"}', "the body is not valid UTF-8 (byte 10)"),
