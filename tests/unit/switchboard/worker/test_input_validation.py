@@ -241,7 +241,7 @@ class TestDecodeJsonBody:
         def slow(*args: Any) -> None:
             raise AssertionError("a large refused body was decoded again")
 
-        monkeypatch.setattr(json_body.json, "loads", slow)
+        monkeypatch.setattr(json, "loads", slow)
         monkeypatch.setattr(json_body, "invalid_string_at", slow)
         head = b'{"input_ids": [' + b"7," * (json_body.EXPLAIN_BYTES // 2) + b'7], "s": '
         raw = head + b'"fine \\ud83d\\ude00 \\\\ud800", "text": ' + tail
