@@ -145,7 +145,7 @@ class RequestCaps:
         if tokens <= self.max_request_tokens:
             return
         raise CapExceeded(
-            f"the request asks for {tokens} tokens (prompt tokens plus the most new tokens, "
+            f"the request asks for {tokens} tokens (prompt tokens plus max new tokens, summed "
             f"over its {generations} generations); at most {self.max_request_tokens} are "
             "accepted (max_request_tokens)",
             cap="max_request_tokens",
