@@ -47,8 +47,9 @@ __all__ = [
 
 #: Where a value is in a JSON document: object keys and list indices, outermost first.
 JsonPath = tuple[str | int, ...]
-#: Types of decoded JSON values that hold no text.
+#: Types of decoded JSON values that hold no text, and those that may hold more values.
 _TEXTLESS = frozenset({int, float, bool, type(None)})
+_CONTAINERS = (list, dict)
 
 #: The fix a 415 names.
 SEND_JSON = "send the body as JSON with the header Content-Type: application/json"
@@ -118,10 +119,6 @@ def _surrogate(text: str, at: int) -> str:
     return f"a lone surrogate \\u{ord(text[at]):04x} at character {at}"
 
 
-#: What a decoded JSON value can hold that needs looking into.
-_CONTAINERS = (list, dict)
-
-
 def invalid_string_at(value: Any) -> tuple[JsonPath, str | None, str] | None:
     """A string or object key in the decoded JSON ``value`` that is not Unicode text (it
     holds a lone surrogate): ``(path, key, problem)``, where ``path`` (keys and list
@@ -142,7 +139,7 @@ def invalid_string_at(value: Any) -> tuple[JsonPath, str | None, str] | None:
                 at = _lone_surrogate(key)
                 if at is not None:
                     return path, key, _surrogate(key, at)
-                if isinstance(child, str | list | dict):
+                if isinstance(child, (str, *_CONTAINERS)):
                     pending.append(((*path, key), child))
         elif isinstance(item, list) and not _TEXTLESS.issuperset(map(type, item)):
             for index, child in enumerate(item):
@@ -272,12 +269,12 @@ def refuse_unless_json(scope: Scope) -> None:
     declared = [value for name, value in scope["headers"] if name == b"content-type"]
     if not declared:
         raise UnsupportedMediaType(f"the request has no Content-Type; {SEND_JSON}")
-    shown = [value.decode("latin-1") for value in declared]
     if len(declared) > 1:
         raise UnsupportedMediaType(f"the request has {len(declared)} Content-Types; {SEND_JSON}")
-    if not is_json_media_type(shown[0]):
+    shown = declared[0].decode("latin-1")
+    if not is_json_media_type(shown):
         raise UnsupportedMediaType(
-            f"the body is declared as {_escaped(shown[0])[:100]!r}, not JSON; {SEND_JSON}"
+            f"the body is declared as {shown[:100]!r}, not JSON; {SEND_JSON}"
         )
 
 
