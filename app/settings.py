@@ -200,13 +200,7 @@ class AdminSettings(BaseSettings):
     @property
     def http_limits(self) -> HttpLimits:
         """The HTTP limits these settings set (:mod:`httpkit.limits`)."""
-        return HttpLimits(
-            max_header_bytes=self.max_header_bytes,
-            header_timeout_s=self.header_timeout_s,
-            body_timeout_s=self.body_timeout_s,
-            keep_alive_s=self.keep_alive_s,
-            max_connections=self.max_connections,
-        )
+        return HttpLimits.of(self)
 
     @property
     def tokens(self) -> TokenTable:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Final
 
 __all__ = [
@@ -78,6 +78,11 @@ class HttpLimits:
         for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, not {getattr(self, name)}")
+
+    @classmethod
+    def of(cls, settings: object) -> HttpLimits:
+        """The limits a process's ``settings`` set: its attributes of the same names."""
+        return cls(**{limit.name: getattr(settings, limit.name) for limit in fields(cls)})
 
 
 @dataclass(frozen=True)

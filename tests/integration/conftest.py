@@ -19,6 +19,7 @@ from tests.integration.harness import (
     missing,
     socket_files,
 )
+from tests.integration.harness.supervisor import Stacks
 from tests.support.zmq_context import bounded_context
 
 
@@ -86,4 +87,23 @@ def stack(
         call = getattr(request.node, "rep_call", None)
         if problems or (call is not None and call.failed):
             print(processes.dump_logs())
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tokenizer cache for every ``switchboard up`` of the session (trained by the
+    first)."""
+    return tmp_path_factory.mktemp("switchboard-cache")
+
+
+@pytest.fixture
+def stacks(cache_dir: Path, tmp_path: Path) -> Iterator[Stacks]:
+    """This test's supervisors; teardown fails on a leftover process or socket file."""
+    owner = Stacks(cache_dir, tmp_path)
+    yield owner
+    problems = owner.close()
+    if problems:
+        for supervisor in owner.started:
+            print(supervisor.stderr()[-6000:])
     assert not problems, "\n".join(problems)

@@ -11,7 +11,6 @@ import json
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,24 +25,6 @@ from tests.support.private_dirs import foreign_directory, umask
 from tests.support.zmq_context import bounded_context
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One tokenizer cache for the stacks of this module."""
-    return tmp_path_factory.mktemp("switchboard-cache")
-
-
-@pytest.fixture
-def stacks(cache_dir: Path, tmp_path: Path) -> Iterator[Stacks]:
-    """This test's supervisors; teardown fails on a leftover process or socket file."""
-    owner = Stacks(cache_dir, tmp_path)
-    yield owner
-    problems = owner.close()
-    if problems:
-        for supervisor in owner.started:
-            print(supervisor.stderr()[-6000:])
-    assert not problems, "\n".join(problems)
 
 
 def _mode(path: Path) -> int:

@@ -12,7 +12,6 @@ import re
 import signal
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,24 +23,6 @@ from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.supervisor import Stacks, generate, gone, refuse
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One tokenizer cache for every stack in the session (trained by the first)."""
-    return tmp_path_factory.mktemp("switchboard-cache")
-
-
-@pytest.fixture
-def stacks(cache_dir: Path, tmp_path: Path) -> Iterator[Stacks]:
-    """This test's supervisors; teardown fails on a leftover process or socket file."""
-    owner = Stacks(cache_dir, tmp_path)
-    yield owner
-    problems = owner.close()
-    if problems:
-        for supervisor in owner.started:
-            print(supervisor.stderr()[-6000:])
-    assert not problems, "\n".join(problems)
 
 
 class TestRefusals:
