@@ -158,6 +158,10 @@ def serve(
         # uvicorn takes whole seconds; rounding down could cut in-flight requests off.
         timeout_graceful_shutdown=math.ceil(graceful_timeout_s),
         server_header=False,
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 by default, so any local client
+        # could name the address audit records and logs show; a request's client is the
+        # connection's peer.
+        proxy_headers=False,
         # uvicorn's loggers propagate to the root logger the process configured, so its
         # lines carry the process's role and pid like every other line of the stack.
         log_config=None,

@@ -200,6 +200,18 @@ class TestAuditTrail:
         assert re.fullmatch(rf"mode=in_place op={op} acked=\S*engine\S*", pause["detail"])
         assert resume["detail"].startswith(f"op={resumed.json()['op_id']} acked=")
 
+    def test_a_forwarded_for_header_is_not_the_client(
+        self, stack: AdminStack, audit_file: Path
+    ) -> None:
+        """A local client's X-Forwarded-For does not replace the address the audit records
+        (uvicorn would believe it from 127.0.0.1 by default)."""
+        before = len(records(audit_file)) if audit_file.exists() else 0
+        forged = {"X-Forwarded-For": "192.0.2.7", "Forwarded": "for=192.0.2.7"}
+        with stack.client() as ops:
+            assert ops.post("/api/freeze_gc", headers=forged).status_code == 200
+        (record,) = new_records(audit_file, before, 1)
+        assert record["client"].startswith("127.0.0.1:"), record
+
     def test_a_forged_target_stays_on_its_line(self, stack: AdminStack, audit_file: Path) -> None:
         """A worker id holding a newline, a fake record and ESC: exact in the file,
         escaped on one log line, and no log line is forged or holds an ESC."""
