@@ -263,6 +263,30 @@ def wait_idle(stack: HttpStack) -> None:
     wait_until(idle, 30.0, "the engine to be idle")
 
 
+#: Runs of one fault scenario at most. A run whose fault came only after its streams had
+#: ended (on a loaded machine all of them can end between two looks) shows nothing about
+#: the fault, so it is run again, with new prompts.
+ATTEMPTS = 3
+
+
+def faulted_run(
+    stack: HttpStack,
+    predictor: Predictor,
+    stem: str,
+    fault: Callable[[], Awaitable[None]],
+    finished_by: int,
+) -> Figures:
+    """:func:`run_streams` with ``fault``, again (at most :data:`ATTEMPTS` runs) while
+    the fault came too late; the last run's figures."""
+    for attempt in range(ATTEMPTS):
+        wait_idle(stack)
+        run = run_streams(stack, predictor, f"{stem}-{attempt}", fault, finished_by)
+        figures = asyncio.run(run)
+        if figures.under_way_at_fault >= UNDER_WAY:
+            break
+    return figures
+
+
 def check(figures: Figures, label: str) -> None:
     print(figures.line(label))
     outcomes = figures.outcomes
@@ -289,17 +313,16 @@ class TestDetokenizerRestart:
         """SIGKILL the detokenizer router with half the streams under way (mid-stream, or
         as the first ones end) and start it again: every stream reads its exact text or
         ends with an abort saying why."""
-        wait_idle(stack)
-        old = stack.detok_router
 
         async def restart() -> None:
+            old = stack.detok_router
             fresh = await respawn(stack, old.process, f"detok-router-restarted-{moment}")
             stack.detok_router = DetokRouterHandle(fresh, old.endpoints, old.control)
             status = stack.detok_router.ctl("status")
             assert status["pid"] == fresh.pid, status
 
         stem = f"router-kill-{moment}"
-        figures = asyncio.run(run_streams(stack, predictor, stem, restart, FINISHED_BY[moment]))
+        figures = faulted_run(stack, predictor, stem, restart, FINISHED_BY[moment])
         check(figures, f"detokenizer router SIGKILL, {moment}")
 
     @pytest.mark.parametrize("moment", list(FINISHED_BY))
@@ -309,7 +332,6 @@ class TestDetokenizerRestart:
         """SIGKILL detokenizer 0 with half the streams under way (mid-stream, or as the
         first ones end) and start it again: the requests it was decoding end with an
         abort (its state is gone), never with a wrong text; the others read exactly."""
-        wait_idle(stack)
 
         async def restart() -> None:
             victim = stack.detokenizers[0]
@@ -317,7 +339,7 @@ class TestDetokenizerRestart:
             stack.detokenizers[0] = await respawn(stack, victim, name)
 
         stem = f"detok-kill-{moment}"
-        figures = asyncio.run(run_streams(stack, predictor, stem, restart, FINISHED_BY[moment]))
+        figures = faulted_run(stack, predictor, stem, restart, FINISHED_BY[moment])
         check(figures, f"detokenizer SIGKILL, {moment}")
         hit = figures.outcomes["error"] + figures.outcomes["hung"]
         assert hit > 0, f"no stream was on the killed detokenizer: {figures.line('')}"
