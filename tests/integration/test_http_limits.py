@@ -19,7 +19,6 @@ import re
 import secrets
 import select
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -86,24 +85,6 @@ class Server:
         return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
-def _spawn(
-    processes: ProcessManager, name: str, argv: list[str], env: dict[str, str]
-) -> ManagedProcess:
-    log_path = processes.log_dir / f"{name}.log"
-    with open(log_path, "ab") as log:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    process = ManagedProcess(name, popen, log_path)
-    processes.processes.append(process)
-    return process
-
-
 def _answers(server: Server) -> bool:
     server.process.assert_running()
     try:
@@ -127,22 +108,20 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     json_body = {"Content-Type": "application/json"}
     running: dict[str, Server] = {}
     try:
-        worker = _spawn(
-            processes,
+        worker = processes.spawn(
             "worker",
             [*base, "worker", *common, "--worker-id", "w0", "--port", str(worker_port)],
-            env,
+            env=env,
         )
         running["worker"] = Server(
             "worker", worker, worker_port, "/get_server_info", "/generate", json_body
         )
         # The worker writes the run dir's stack key, which the admin app only reads.
         wait_until(partial(_answers, running["worker"]), 60.0, "the worker to answer", 0.05)
-        admin = _spawn(
-            processes,
+        admin = processes.spawn(
             "admin",
             [*base, "admin", *common, "--port", str(admin_port)],
-            {**env, "SWITCHBOARD_ADMIN_OPERATOR_TOKENS": f"ops:{token}"},
+            env={**env, "SWITCHBOARD_ADMIN_OPERATOR_TOKENS": f"ops:{token}"},
         )
         headers = {**json_body, "Authorization": f"Bearer {token}"}
         running["admin"] = Server("admin", admin, admin_port, "/healthz", "/api/pause", headers)

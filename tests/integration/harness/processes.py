@@ -74,7 +74,14 @@ class ProcessManager:
         self.log_dir = log_dir
         self.processes: list[ManagedProcess] = []
 
-    def spawn(self, name: str, argv: list[str], binds: Iterable[Path] = ()) -> ManagedProcess:
+    def spawn(
+        self,
+        name: str,
+        argv: list[str],
+        binds: Iterable[Path] = (),
+        env: dict[str, str] | None = None,
+    ) -> ManagedProcess:
+        """Start ``argv`` logging to ``<log dir>/<name>.log``; ``env`` defaults to the tests'."""
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(
@@ -83,7 +90,7 @@ class ProcessManager:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO_ROOT,
-                env=child_env(),
+                env=child_env() if env is None else env,
                 start_new_session=True,
             )
         proc = ManagedProcess(name, popen, log_path, list(binds))
