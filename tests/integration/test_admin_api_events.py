@@ -80,6 +80,23 @@ async def event_stream(client: httpx.AsyncClient) -> AsyncIterator[EventReader]:
                 await task
 
 
+async def _until_the_view_lists(stack: AdminStack, workers: set[str]) -> None:
+    """Wait (at most 5 s) until a new stream's snapshot lists ``workers``.
+
+    A snapshot is the hub's latest poll, up to one poll interval behind ``/api/workers``,
+    which the stack fixture waits on; right after the stack starts it may still miss one.
+    """
+    limit = time.monotonic() + 5.0
+    async with stack.async_client(stack.viewer_token) as client:
+        while True:
+            async with event_stream(client) as reader:
+                await reader.wait_for(0.0, "snapshot", lambda data: True, 5.0)
+                listed = {item["id"] for item in reader.events[0][2]["workers"]}
+            if listed >= workers or time.monotonic() > limit:
+                return
+            await asyncio.sleep(0.1)
+
+
 class TestEvents:
     """``/api/events``: a snapshot, then worker and pause events within a second."""
 
@@ -88,6 +105,7 @@ class TestEvents:
         event within a second of the operator's call returning."""
 
         async def scenario() -> tuple[float, float, float]:
+            await _until_the_view_lists(stack, {"w0", "w1"})
             async with (
                 stack.async_client(stack.viewer_token) as watcher,
                 stack.async_client() as operator,
