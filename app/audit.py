@@ -29,6 +29,7 @@ file. Its fields, in this order:
 ``trace_id``
     the request's trace, only while tracing is on.
 
+Each record is also kept in the app's :mod:`app.audit_trail` (``GET /api/audit``).
 Reads are never audited. :class:`app.guard.MutationGuard` writes the records; a handler
 adds its account through the request's :class:`AuditNote`.
 """
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
+from app.audit_trail import trail_of
 from app.catalogue import Command
 from router_core.audit import AuditLog
 
@@ -103,6 +105,7 @@ def audit(
     if trace_id:
         fields["trace_id"] = trace_id
     log.record(**fields)
+    trail_of(log).add(fields)
 
 
 def audit_log(file: Path | None) -> AuditLog:

@@ -251,6 +251,13 @@ COMMANDS: Final[tuple[Command, ...]] = (
         console=ConsoleAction("engine", "Freeze GC"),
     ),
     Command("events", "GET", "/api/events", "viewer", "a server-sent event stream of changes"),
+    Command(
+        "audit",
+        "GET",
+        "/api/audit",
+        "viewer",
+        "the latest audit records of this admin app (who, what, result), newest first",
+    ),
     Command("whoami", "GET", "/api/whoami", "viewer", "the token's name and role"),
     Command("commands", "GET", "/api/commands", "viewer", "this catalogue"),
 )

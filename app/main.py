@@ -29,8 +29,9 @@ from starlette.types import ASGIApp
 
 from app import routers
 from app.audit import audit_log as app_audit_log
+from app.audit_trail import trail_of
 from app.errors import ApiException, install_error_handlers
-from app.events import EventHub
+from app.events import EventHub, sse_frame
 from app.guard import MutationGuard
 from app.headers import SecurityHeaders
 from app.metrics import HostMetrics
@@ -100,6 +101,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
     ``audit_log`` (default: one for ``settings.audit_log``); the lifespan opens it on
     startup (an unusable file stops the startup) and closes it on shutdown."""
     audit = audit_log if audit_log is not None else app_audit_log(settings.audit_log)
+    trail = trail_of(audit)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -125,6 +127,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
             client, admin_version=settings.version, timeout_s=settings.control_timeout_s
         )
         hub = EventHub(settings.subscriber_queue, settings.max_subscribers)
+        trail.follow(lambda entry: hub.publish(sse_frame("audit", entry)))
         poller = EventPoller(router, hub, settings.poll_interval_s)
         metrics = HostMetrics(
             clients, multiproc_dir=settings.metrics_dir, timeout_s=settings.metrics_timeout_s
@@ -134,6 +137,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
         try:
             yield
         finally:
+            trail.follow(None)
             hub.close()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -156,6 +160,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
         redoc_url=None,
     )
     install_error_handlers(app)
+    app.state.audit_trail = trail
     modules = (
         routers.workers,
         routers.status,
@@ -163,6 +168,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
         routers.load,
         routers.gc,
         routers.events,
+        routers.audit,
         routers.health,
         routers.whoami,
         routers.commands,

@@ -1,6 +1,7 @@
 """One router module per resource; :func:`app.main.create_app` includes them all."""
 
 from app.routers import (
+    audit,
     commands,
     console,
     events,
@@ -15,6 +16,7 @@ from app.routers import (
 )
 
 __all__ = [
+    "audit",
     "commands",
     "console",
     "events",
