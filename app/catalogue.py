@@ -175,6 +175,13 @@ COMMANDS: Final[tuple[Command, ...]] = (
         ),
     ),
     Command(
+        "worker_stats",
+        "GET",
+        "/api/worker_stats",
+        "viewer",
+        "each worker's requests, errors and latency over the last minute, from its metrics",
+    ),
+    Command(
         "worker",
         "GET",
         "/api/workers/{worker_id}",

@@ -39,6 +39,7 @@ from app.poller import EventPoller
 from app.router_api import RouterApi
 from app.settings import AdminSettings
 from app.state import AdminState
+from app.stats_sampler import WorkerStatsSampler
 from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates, ServerSpans
 from router_core import tracing
@@ -102,6 +103,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
     startup (an unusable file stops the startup) and closes it on shutdown."""
     audit = audit_log if audit_log is not None else app_audit_log(settings.audit_log)
     trail = trail_of(audit)
+    sampler = WorkerStatsSampler(settings.metrics_dir)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -134,14 +136,16 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
         )
         app.state.admin = AdminState(settings, router, hub, poller, metrics)
         task = asyncio.create_task(poller.run(), name="admin-event-poller")
+        sampling = asyncio.create_task(sampler.run(), name="admin-worker-stats")
         try:
             yield
         finally:
             trail.follow(None)
             hub.close()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for each_task in (task, sampling):
+                each_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await each_task
             for each in clients.values():
                 await each.close()
             audit.close()
@@ -161,8 +165,10 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
     )
     install_error_handlers(app)
     app.state.audit_trail = trail
+    app.state.worker_stats = sampler
     modules = (
         routers.workers,
+        routers.worker_stats,
         routers.status,
         routers.pause,
         routers.load,

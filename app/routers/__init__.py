@@ -12,6 +12,7 @@ from app.routers import (
     pause,
     status,
     whoami,
+    worker_stats,
     workers,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "pause",
     "status",
     "whoami",
+    "worker_stats",
     "workers",
 ]
