@@ -3,12 +3,15 @@
 
 Pure. A live worker hides a departed entry with the same id (a restarted worker
 registers again under its old id), and of several departed entries with one id only the
-latest is kept.
+latest is kept. Workers are listed in :func:`worker_order`, whatever order the router
+holds them in (it changes when a worker registers again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final, get_args
 
 from app.catalogue import Command
 from app.models import (
@@ -24,6 +27,7 @@ from app.models import (
     Status,
     Versions,
     Worker,
+    WorkerState,
 )
 from router_core.control.replies import (
     FreezeGcReply,
@@ -40,6 +44,7 @@ __all__ = [
     "operation_of",
     "status_of",
     "worker_of",
+    "worker_order",
     "workers_of",
 ]
 
@@ -64,14 +69,26 @@ def worker_of(view: WorkerView) -> Worker:
     )
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def worker_order(worker_id: str) -> tuple[tuple[str | int, ...], str]:
+    """The sort key of a worker id: its runs of digits compared as numbers (``w2`` before
+    ``w10``), then the id itself, so that no two ids tie (``w01``, ``w1``)."""
+    runs = _DIGITS.split(worker_id)
+    # Text and digit runs alternate, text first: items at one index are of one type.
+    return tuple(int(run) if index % 2 else run for index, run in enumerate(runs)), worker_id
+
+
 def workers_of(views: Iterable[WorkerView]) -> list[Worker]:
-    """``list_workers(include_departed=True)`` as workers, one per id, in the router's order."""
+    """``list_workers(include_departed=True)`` as workers, one per id, in
+    :func:`worker_order` of their ids."""
     chosen: dict[str, WorkerView] = {}
     for view in views:
         held = chosen.get(view.worker_id)
         if held is None or _newer(view, held):
             chosen[view.worker_id] = view
-    return [worker_of(view) for view in chosen.values()]
+    return [worker_of(chosen[worker_id]) for worker_id in sorted(chosen, key=worker_order)]
 
 
 def _newer(candidate: WorkerView, held: WorkerView) -> bool:
@@ -123,10 +140,20 @@ def status_of(status: RouterStatus, load: LoadReply | None, admin: str) -> Statu
         pause_state_since=status.pause_state_since,
         recent_operations=[operation_of(op) for op in status.recent_operations],
         engine=EngineInfo(live=status.engine_live, load=load_of(load)),
-        workers=dict(status.workers),
+        workers=_by_state(status.workers),
         versions=Versions(admin=admin, router=status.version),
         router=RouterInfo(pid=status.pid, uptime_s=status.uptime_s),
     )
+
+
+#: The worker states in the order of a worker's life, as status lists its counts.
+_STATES: Final = get_args(WorkerState)
+
+
+def _by_state(counts: Mapping[str, int]) -> dict[str, int]:
+    """``counts`` keyed in :data:`_STATES` order, a state it does not know last."""
+    known = [state for state in _STATES if state in counts]
+    return {state: counts[state] for state in [*known, *sorted(set(counts) - set(known))]}
 
 
 def freeze_gc_of(reply: FreezeGcReply) -> FreezeGcResult:
