@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.catalogue import DEFAULT_BARRIER_TIMEOUT_S, DEFAULT_PAUSE_MODE
+from router_core.limits import MAX_BARRIER_TIMEOUT_S
 
 __all__ = [
     "ApiError",
@@ -63,11 +64,17 @@ ErrorCode = Literal[
     "body_too_large",
 ]
 
-#: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``). Strict:
+#: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``,
+#: :data:`~router_core.limits.MAX_BARRIER_TIMEOUT_S`). Strict:
 #: a JSON number only (``true`` or ``"1"`` would otherwise pass as 1 s); integers are fine.
 Timeout = Annotated[
     float,
-    Field(gt=0, le=600, strict=True, description="seconds to wait for every acknowledgement"),
+    Field(
+        gt=0,
+        le=MAX_BARRIER_TIMEOUT_S,
+        strict=True,
+        description="seconds to wait for every acknowledgement",
+    ),
 ]
 
 

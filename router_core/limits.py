@@ -1,4 +1,4 @@
-"""The queue limits every Switchboard socket and destination shares, written once.
+"""The limits every Switchboard socket, destination and client shares, written once.
 
 Plain constants (no zmq), so a settings module can default to them and stay pure.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DEFAULT_BACKLOG", "DEFAULT_HWM", "MAX_FRAME_BYTES"]
+__all__ = ["DEFAULT_BACKLOG", "DEFAULT_HWM", "MAX_BARRIER_TIMEOUT_S", "MAX_FRAME_BYTES"]
 
 #: High-water mark for every socket Switchboard creates: finite, so memory is bounded.
 DEFAULT_HWM: Final = 10_000
@@ -18,3 +18,7 @@ DEFAULT_BACKLOG: Final = 1000
 #: largest real frame is a request's payload, bounded by the worker's 16 MiB body limit
 #: (its text plus its token ids), well within this.
 MAX_FRAME_BYTES: Final = 64 * 1024 * 1024
+#: The longest a pause or continue may wait for its acknowledgements (``timeout_s``), in
+#: seconds: the router's control socket, the admin API and the operator commands all
+#: accept ``0 < timeout_s <= MAX_BARRIER_TIMEOUT_S``.
+MAX_BARRIER_TIMEOUT_S: Final = 600.0

@@ -24,6 +24,7 @@ from router_core.control.replies import (
     TokenizerRouterMetrics,
     WorkerView,
 )
+from router_core.limits import MAX_BARRIER_TIMEOUT_S
 from router_core.wire.control import PauseMode
 
 __all__ = [
@@ -57,8 +58,8 @@ ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
 ReplyT = TypeVar("ReplyT")
 StateT = TypeVar("StateT")
 
-#: Seconds a barrier may wait: ``0 < timeout_s <= 600``.
-Timeout = Annotated[float, msgspec.Meta(gt=0, le=600)]
+#: Seconds a barrier may wait: ``0 < timeout_s <= MAX_BARRIER_TIMEOUT_S`` (600).
+Timeout = Annotated[float, msgspec.Meta(gt=0, le=MAX_BARRIER_TIMEOUT_S)]
 
 
 class NoArgs(msgspec.Struct, forbid_unknown_fields=True):

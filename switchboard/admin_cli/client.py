@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from switchboard.admin_cli.arguments import token_problem, url_problem
 from switchboard.admin_cli.errors import (
     ApiError,
     AuthFailed,
@@ -26,8 +27,6 @@ __all__ = ["AdminClient", "Answer", "api_error", "check_token", "check_url"]
 
 #: What an error body may say before it stops being one line worth reading.
 _MAX_MESSAGE = 300
-#: The bytes a bearer token may hold (RFC 6750 b64token, and every other visible ASCII).
-_TOKEN_CHARS = frozenset(chr(code) for code in range(0x21, 0x7F))
 
 
 @dataclass(frozen=True)
@@ -39,22 +38,20 @@ class Answer:
 
 
 def check_url(url: str) -> str:
-    """``url`` without a trailing slash, if it is an ``http(s)://host[:port][/prefix]``."""
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise UsageProblem(f"--url {url!r}: {exc}") from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise UsageProblem(f"--url {url!r}: expected http://HOST:PORT or https://HOST:PORT")
-    if parsed.query or parsed.fragment:
-        raise UsageProblem(f"--url {url!r}: no query or fragment, please")
+    """``url`` without a trailing slash, if it is an ``http(s)://host[:port][/prefix]``
+    (:func:`~switchboard.admin_cli.arguments.url_problem`)."""
+    problem = url_problem(url)
+    if problem is not None:
+        raise UsageProblem(f"--url {url!r}: {problem}")
     return url.rstrip("/")
 
 
 def check_token(token: str | None) -> str | None:
-    """``token`` if a header can carry it (the error never repeats the token)."""
-    if token is not None and not set(token) <= _TOKEN_CHARS:
-        raise UsageProblem("the token holds spaces or characters an HTTP header cannot carry")
+    """``token`` if a header can carry it (:func:`~switchboard.admin_cli.arguments.token_problem`;
+    the error never repeats the token)."""
+    problem = None if token is None else token_problem(token)
+    if problem is not None:
+        raise UsageProblem(f"the token {problem}")
     return token
 
 

@@ -31,18 +31,19 @@ from switchboard.admin_cli.answers import (
     WorkerList,
     decode,
 )
+from switchboard.admin_cli.arguments import connection
 from switchboard.admin_cli.client import AdminClient, api_error
 from switchboard.admin_cli.errors import (
     EXIT_FAILED,
     EXIT_OK,
     AdminCliError,
     UnexpectedAnswer,
+    UsageProblem,
 )
 from switchboard.admin_cli.parsers import (
     BARRIER_GRACE_S,
     CLI_COMMANDS,
     DEFAULT_HTTP_TIMEOUT_S,
-    DEFAULT_URL,
 )
 
 __all__ = ["COMMANDS", "Outcome", "execute"]
@@ -135,10 +136,6 @@ COMMANDS: Final[dict[str, Handler]] = {
 }
 
 
-def _environment(name: str) -> str | None:
-    return os.environ.get(name) or None
-
-
 def _print(text: str) -> None:
     try:
         print(text, flush=True)
@@ -153,15 +150,18 @@ def execute(args: argparse.Namespace, *, transport: httpx.BaseTransport | None =
     """Run ``args.command``; print its answer, or one line on stderr; the exit status.
 
     ``--url`` and ``--token`` fall back to ``SWITCHBOARD_ADMIN_URL`` and
-    ``SWITCHBOARD_ADMIN_TOKEN``. ``transport`` replaces the network in tests.
+    ``SWITCHBOARD_ADMIN_TOKEN`` (:func:`~switchboard.admin_cli.arguments.connection`).
+    ``transport`` replaces the network in tests.
     """
     entry = CLI_COMMANDS[args.command]
     handler = COMMANDS[entry.name]
-    url = args.url or _environment("SWITCHBOARD_ADMIN_URL") or DEFAULT_URL
-    token = args.token or _environment("SWITCHBOARD_ADMIN_TOKEN")
     http_timeout = DEFAULT_HTTP_TIMEOUT_S if args.timeout is None else args.timeout
     try:
-        with AdminClient(url, token, http_timeout, transport=transport) as client:
+        try:
+            target = connection(args.url, args.token, os.environ)
+        except ValueError as exc:
+            raise UsageProblem(str(exc)) from exc
+        with AdminClient(target.url, target.token, http_timeout, transport=transport) as client:
             outcome = handler(client, entry, args)
         _print(json.dumps(outcome.body, indent=2) if args.json else outcome.text())
     except AdminCliError as exc:

@@ -18,7 +18,16 @@ from app.catalogue import (
     Command,
     by_cli_name,
 )
-from switchboard.cli.support import seconds
+from switchboard.admin_cli.arguments import (
+    DEFAULT_URL,
+    MAX_BARRIER_TIMEOUT_S,
+    TOKEN_ENV,
+    URL_ENV,
+    barrier_timeout,
+    http_timeout,
+    token,
+    url,
+)
 
 __all__ = [
     "BARRIER_GRACE_S",
@@ -31,7 +40,6 @@ __all__ = [
     "add_parsers",
 ]
 
-DEFAULT_URL = "http://127.0.0.1:8001"
 #: The HTTP timeout when none is given (a barrier's: :data:`DEFAULT_BARRIER_TIMEOUT_S`).
 DEFAULT_HTTP_TIMEOUT_S = 10.0
 #: How much longer than its barrier's timeout a pause or continue waits for the answer.
@@ -44,25 +52,32 @@ COMMAND_NAMES: Final = frozenset(CLI_COMMANDS)
 
 EPILOG = f"""\
 environment:
-  SWITCHBOARD_ADMIN_URL    the admin app, when --url is not given
+  {URL_ENV}    the admin app, when --url is not given
                            (default {DEFAULT_URL})
-  SWITCHBOARD_ADMIN_TOKEN  the bearer token, when --token is not given; prefer it to
+  {TOKEN_ENV}  the bearer token, when --token is not given; prefer it to
                            --token, which other users can read in the process list
+                           (--token= with nothing after it is a usage error)
 
 exit status:
   0  success
   1  the operation failed or timed out: a 504 barrier answer (stragglers named), an
      unknown worker (404), a conflict (409), any other error answer
-  2  usage error: a bad flag, URL or token
+  2  usage error: an unknown flag, a bad value (a URL, an empty token, a timeout
+     outside its range), checked before any request is sent
   3  the admin app is unreachable, or it refused the token (401, 403)
 """
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--url", help=f"the admin app (env SWITCHBOARD_ADMIN_URL; default {DEFAULT_URL})"
+        "--url", type=url, help=f"the admin app (default: env {URL_ENV}, else {DEFAULT_URL})"
     )
-    parser.add_argument("--token", help="bearer token (env SWITCHBOARD_ADMIN_TOKEN; never printed)")
+    parser.add_argument(
+        "--token",
+        type=token,
+        help=f"bearer token, never printed (default: env {TOKEN_ENV}, else none; an empty "
+        "one is refused)",
+    )
     parser.add_argument("--json", action="store_true", help="print the API's JSON answer")
 
 
@@ -72,14 +87,14 @@ def _add_argument(parser: argparse.ArgumentParser, argument: Argument) -> None:
         parser.add_argument(argument.name, metavar=argument.metavar, help=argument.summary)
     elif argument is TIMEOUT:
         help_text = (
-            f"{argument.summary} (default {DEFAULT_BARRIER_TIMEOUT_S:g}; the HTTP wait is "
-            f"{BARRIER_GRACE_S:g} s longer)"
+            f"{argument.summary}, more than 0 and at most {MAX_BARRIER_TIMEOUT_S:g} (default "
+            f"{DEFAULT_BARRIER_TIMEOUT_S:g}; the HTTP wait is {BARRIER_GRACE_S:g} s longer)"
         )
         parser.add_argument(
             argument.cli_flag,
             *argument.cli_aliases,
             dest="timeout",
-            type=seconds,
+            type=barrier_timeout,
             metavar="S",
             help=help_text,
         )
@@ -112,7 +127,7 @@ def add_parsers(sub: Any) -> None:
                 TIMEOUT.cli_flag or "--timeout-s",
                 *TIMEOUT.cli_aliases,
                 dest="timeout",
-                type=seconds,
+                type=http_timeout,
                 metavar="S",
                 help=f"HTTP timeout in seconds (default {DEFAULT_HTTP_TIMEOUT_S:g})",
             )

@@ -98,22 +98,32 @@ def build_parser(
     for ``switchboard --help`` and an unknown command's error; ``with_up_flags=False``
     then leaves ``up`` a stub, sparing pydantic.
     """
-    from switchboard.cli.support import OneLineParser
+    from switchboard.cli.parsing import OneLineParser, VersionAction
 
-    parser = OneLineParser(prog="switchboard", description=__doc__.partition("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    parser = OneLineParser(prog="switchboard", description=_SUMMARY)
+    parser.add_argument("--version", action=VersionAction)
+    sub = parser.add_subcommands(
+        dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser
+    )
     wanted = _module_of(command) if command is not None else None
     if wanted is not None:
         _add_from(wanted, sub)
-        return parser
-    for name, entry in SUBCOMMANDS.items():
-        if entry.light or with_up_flags:
-            _add_from(entry.module, sub)
-        else:
-            sub.add_parser(name, help=f"see switchboard {name} --help")
-    for module in COMMAND_GROUPS:
-        _add_from(module, sub)
+    else:
+        for name, entry in SUBCOMMANDS.items():
+            if entry.light or with_up_flags:
+                _add_from(entry.module, sub)
+            else:
+                sub.add_parser(name, help=f"see switchboard {name} --help")
+        for module in COMMAND_GROUPS:
+            _add_from(module, sub)
+    # Every subcommand answers --version too (switchboard up --version), read when given.
+    for each in sub.choices.values():
+        each.add_argument("--version", action=VersionAction)
     return parser
+
+
+#: What ``switchboard --help`` says the command is.
+_SUMMARY: Final = "Run Switchboard's processes, talk to a running stack, benchmark them."
 
 
 class _NoSocketError(Exception):
@@ -131,16 +141,23 @@ def _socket_error() -> type[Exception]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``switchboard`` console script: parse, then run the subcommand.
 
-    A :class:`~switchboard.cli.support.UsageError` is one line on stderr and exit 2; a
+    A command line no parser takes is one line naming the subcommand
+    (:class:`~switchboard.cli.parsing.OneLineParser`), exit 2; so is a
+    :class:`~switchboard.cli.support.UsageError` raised by the command; a
     socket error (an endpoint already bound, say) one line and exit 1. Whatever the
     command, what it creates is private to its user
     (:func:`router_core.process.use_private_umask`).
     """
     from router_core.process import use_private_umask
+    from switchboard.cli.parsing import did_you_mean
     from switchboard.cli.support import UsageError
 
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(words[0] if words else None)
+    first = words[0] if words else None
+    parser = build_parser(first)
+    if first is not None and not first.startswith("-") and _module_of(first) is None:
+        known = [*SUBCOMMANDS, *(name for m in COMMAND_GROUPS for name in _group_names(m))]
+        parser.error(f"unknown command {first!r}{did_you_mean(first, known)}")
     args = parser.parse_args(words)
     use_private_umask()
     module = _module_of(args.command)

@@ -63,10 +63,13 @@ def add_parser(sub: Any) -> None:
         "--run-dir, else none)",
     )
     parser.add_argument(
-        "--host", default=fields["host"].default, help="address to listen on (%(default)s)"
+        "--host", default=fields["host"].default, help="address to listen on (default %(default)s)"
     )
     parser.add_argument(
-        "--port", type=port, default=fields["port"].default, help="port to listen on (%(default)s)"
+        "--port",
+        type=port,
+        default=fields["port"].default,
+        help="port to listen on (default %(default)s)",
     )
     parser.add_argument(
         "--audit-log",
@@ -82,7 +85,7 @@ def add_parser(sub: Any) -> None:
         type=positive_float,
         default=fields["poll_interval_s"].default,
         metavar="S",
-        help="seconds between the event stream's reads of the router (%(default)s)",
+        help="seconds between the event stream's reads of the router (default %(default)s)",
     )
     for name, kind in _HTTP_LIMIT_FLAGS.items():
         # Unset by default, so that SWITCHBOARD_ADMIN_<NAME> still applies.

@@ -19,9 +19,14 @@ SUITES = {
 def add_parser(sub: Any) -> None:
     """Add the ``bench`` subcommand to ``sub`` (an argparse subparsers action)."""
     parser: argparse.ArgumentParser = sub.add_parser("bench", help="run a benchmark")
-    parser.add_argument("suite", choices=tuple(SUITES))
+    parser.add_argument("suite", choices=tuple(SUITES), help="which benchmark to run")
     parser.add_argument("--quick", action="store_true", help="short run (under 60 s)")
-    parser.add_argument("--json", dest="json_path", help="write the results here")
+    parser.add_argument(
+        "--json",
+        dest="json_path",
+        metavar="PATH",
+        help="also write the results to PATH as JSON (default: none, the report only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

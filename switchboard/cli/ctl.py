@@ -25,7 +25,11 @@ def add_parser(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "ctl", help="send one control command and print the JSON result"
     )
-    parser.add_argument("--run-dir", help="the stack's run directory: its router and its stack.key")
+    parser.add_argument(
+        "--run-dir",
+        help="the stack's run directory: its router and its stack.key (default: none; "
+        "--endpoint is then required)",
+    )
     parser.add_argument("--endpoint", help="the control endpoint (default: in --run-dir)")
     parser.add_argument(
         "--detok-router",

@@ -40,11 +40,18 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--detokenizers", type=positive_int, default=1, help="how many (M; default 1)"
     )
-    parser.add_argument("--inbound-endpoint", help="PULL bound for engine outputs")
     parser.add_argument(
-        "--detokenizer-endpoint", action="append", help="a detokenizer's endpoint (repeat)"
+        "--inbound-endpoint", help="PULL bound for engine outputs (default: in --run-dir)"
     )
-    parser.add_argument("--control-endpoint", help="ROUTER bound for control commands")
+    parser.add_argument(
+        "--detokenizer-endpoint",
+        action="append",
+        help="a detokenizer's endpoint, once per detokenizer (default: the --detokenizers "
+        "ones in --run-dir)",
+    )
+    parser.add_argument(
+        "--control-endpoint", help="ROUTER bound for control commands (default: in --run-dir)"
+    )
     add_settings_flags(parser, DetokenizerRouterSettings)
     add_state_file_flag(parser, DETOK_ROUTER_STATE_FILE, "the worker-to-detokenizer assignments")
     add_beacon_flag(parser)

@@ -3,7 +3,8 @@
 A subcommand module builds its parser with these and raises :class:`UsageError` for a
 bad setting found after parsing; :func:`switchboard.cli.main` prints it as one line,
 ``switchboard <command>: <message>``, and exits 2. A bad flag value is caught by the
-validators here while parsing, also as one line and exit 2 (:class:`OneLineParser`).
+validators here while parsing, also as one line and exit 2
+(:class:`~switchboard.cli.parsing.OneLineParser`).
 Importing this module costs the standard library only (``switchboard status`` loads it
 too); what a helper needs of ``router_core`` is imported when it is called.
 """
@@ -14,7 +15,9 @@ import argparse
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+from switchboard.cli.parsing import OneLineParser
 
 if TYPE_CHECKING:
     from router_core.endpoints import OutputsVia
@@ -48,13 +51,6 @@ Number = TypeVar("Number", float, int)
 
 class UsageError(Exception):
     """A bad command line or setting: reported in one line, exit status 2."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Reports a bad command line in one line (``--help`` still prints the usage)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _finite(text: str) -> float:
@@ -139,7 +135,11 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
     """The flags every process has: run dir, queue limits, remote opt-in, log level, parent."""
     from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 
-    parser.add_argument("--run-dir", help="directory for default ipc:// endpoints")
+    parser.add_argument(
+        "--run-dir",
+        help="the stack's run directory, where the ipc:// endpoints are by default (default: "
+        "none; every endpoint flag is then required)",
+    )
     parser.add_argument(
         "--key-file",
         help="the stack key every peer presents (default: stack.key in --run-dir, created "
@@ -164,7 +164,9 @@ def add_common_flags(parser: argparse.ArgumentParser) -> None:
         "--log-level", type=log_level, default="INFO", help="logging level (default INFO)"
     )
     parser.add_argument(
-        "--parent-pid", type=int, help="exit when this process (the supervisor) dies"
+        "--parent-pid",
+        type=int,
+        help="exit when this process (the supervisor) dies (default: none, run on its own)",
     )
 
 

@@ -64,7 +64,8 @@ def add_parser(sub: Any) -> None:
         "--config",
         metavar="FILE",
         help="TOML file of settings, one top-level key per setting below (named like the "
-        "flag, with underscores); an unknown key is an error",
+        "flag, with underscores); an unknown key is an error (default: none, flags, "
+        "environment and defaults only)",
     )
     old_names: dict[str, list[str]] = {}
     for old, name in RENAMED.items():

@@ -47,8 +47,12 @@ def add_parser(sub: Any) -> None:
     add_settings_flags(parser, WorkerLinkSettings)
     parser.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
     parser.add_argument("--address", help="this worker's return address (default: run dir)")
-    parser.add_argument("--requests-endpoint", help="the router's requests PULL")
-    parser.add_argument("--workers-endpoint", help="the router's workers PULL")
+    parser.add_argument(
+        "--requests-endpoint", help="the router's requests PULL (default: in --run-dir)"
+    )
+    parser.add_argument(
+        "--workers-endpoint", help="the router's workers PULL (default: in --run-dir)"
+    )
 
 
 def settings(args: argparse.Namespace) -> WorkerSettings:

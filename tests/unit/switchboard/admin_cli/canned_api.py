@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from switchboard.admin_cli import add_parsers, run
+from switchboard.admin_cli import run
+from switchboard.cli import build_parser
 
 __all__ = [
     "STALL_S",
@@ -94,10 +95,9 @@ def handler_for(api: CannedApi) -> type[BaseHTTPRequestHandler]:
 
 
 def parse(*words: str) -> argparse.Namespace:
-    """The operator commands' parser alone, as switchboard.cli builds it."""
-    parser = argparse.ArgumentParser(prog="switchboard")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(list(words))
+    """``words`` parsed as switchboard.cli parses them: the operator commands' parsers
+    alone, their usage errors exit 2 (SystemExit)."""
+    return build_parser(words[0]).parse_args(list(words))
 
 
 @dataclass
@@ -112,7 +112,11 @@ class Result:
 def invoke(capsys: pytest.CaptureFixture[str], api: CannedApi | None, *words: str) -> Result:
     """Run one command against ``api`` with the operator token; its exit status and output."""
     connection = ["--url", api.url, "--token", TOKEN] if api is not None else []
-    code = run(parse(*words, *connection))
+    try:
+        code = run(parse(*words, *connection))
+    except SystemExit as exited:
+        # A usage error found while parsing, before any request.
+        code = exited.code if isinstance(exited.code, int) else 1
     captured = capsys.readouterr()
     return Result(code, captured.out, captured.err)
 

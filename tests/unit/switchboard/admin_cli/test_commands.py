@@ -252,7 +252,7 @@ class TestConnection:
         """A URL that is not http(s) is a usage error."""
         result = invoke(capsys, None, "status", "--url", "localhost:8001")
         assert result.status == 2
-        assert result.err.startswith("switchboard status: --url 'localhost:8001'")
+        assert result.err.startswith("switchboard status: error: argument --url: 'localhost:8001'")
 
     def test_bad_token_exit_2(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A token with a newline is refused before sending, without echoing it."""
