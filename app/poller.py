@@ -3,7 +3,8 @@
 
 A mutation wakes it at once (:meth:`EventPoller.wake`), so its effect reaches the
 console without waiting out the interval. A router that does not answer is logged once
-when it goes and once when it comes back; the loop goes on until cancelled.
+when it goes and once when it comes back, and each of those is a ``router`` event to
+every subscriber (:mod:`app.router_reach`); the loop goes on until cancelled.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import logging
 import time
 
 from app.errors import ApiException
-from app.events import EventHub, StackView
+from app.events import EventHub, StackView, sse_frame
 from app.router_api import RouterApi
+from app.router_reach import RouterReach
 
 __all__ = ["EventPoller"]
 
@@ -29,9 +31,19 @@ class EventPoller:
         self.router = router
         self.hub = hub
         self.interval_s = interval_s
-        #: Whether the latest poll got its answers (None before the first poll).
-        self.router_answers: bool | None = None
+        #: Whether, since when and why not the router answers the polls.
+        self.reach = RouterReach()
         self._wake = asyncio.Event()
+
+    @property
+    def router_answers(self) -> bool | None:
+        """Whether the latest poll got its answers (None before the first poll)."""
+        return self.reach.reachable
+
+    def _failed(self, sent_at: float, error: str) -> None:
+        if self.reach.failed(sent_at, error):
+            logger.warning("cannot read the router for events: %s", error)
+            self.hub.publish(sse_frame("router", self.reach.event()))
 
     def wake(self) -> None:
         """Poll now instead of at the next interval (a mutation just changed something)."""
@@ -45,21 +57,20 @@ class EventPoller:
     async def run(self) -> None:
         """Poll until cancelled."""
         while True:
-            started = time.monotonic()
+            started, sent_at = time.monotonic(), time.time()
             self._wake.clear()
             try:
                 view = await self.poll_once()
             except ApiException as exc:
-                if self.router_answers is not False:
-                    logger.warning("cannot read the router for events: %s", exc.message)
-                self.router_answers = False
-            except Exception:  # a view the API's models refuse (version skew): keep polling
-                logger.exception("cannot make sense of the router's answer")
-                self.router_answers = False
+                self._failed(sent_at, exc.message)
+            except Exception as exc:  # a view the API's models refuse (version skew): go on
+                if self.reach.reachable is not False:
+                    logger.exception("cannot make sense of the router's answer")
+                self._failed(sent_at, f"an answer the admin app cannot read ({exc!r})")
             else:
-                if self.router_answers is False:
+                if self.reach.answered(sent_at):
                     logger.info("the router answers again")
-                self.router_answers = True
+                    self.hub.publish(sse_frame("router", self.reach.event()))
                 self.hub.update(view)
             remaining = self.interval_s - (time.monotonic() - started)
             if remaining > 0:

@@ -1,11 +1,14 @@
 """``/api/events``: a server-sent event stream of every change the poller sees.
 
 The stream opens with ``snapshot`` ({workers, status}), then carries ``worker``,
-``pause`` and ``load`` events (see :mod:`app.events`) and a ``: keep-alive`` comment
+``pause`` and ``load`` events (see :mod:`app.events`), ``router`` when the router stops
+or starts again answering (:mod:`app.router_reach`), ``audit`` for each audit record
+(:mod:`app.audit_trail`), and a ``: keep-alive`` comment
 after each quiet ``keepalive_s``. It ends when the client goes, when the client falls
 so far behind that its queue fills (reconnect for a fresh snapshot), or when the app
 stops. While the hub's ``max_subscribers`` streams are open, a new one is refused with
-503 (``Retry-After``). Tokens go in the ``Authorization`` header only, never in the URL:
+503 (``Retry-After``); while the router does not answer, too (``router_unavailable``,
+saying since when and why). Tokens go in the ``Authorization`` header only, never in the URL:
 browsers read the stream with ``fetch()``.
 """
 
@@ -33,7 +36,8 @@ _FULL_RETRY_AFTER_S = 5
 
 _STREAM: dict[int | str, dict[str, Any]] = {
     200: {
-        "description": "text/event-stream: snapshot, then worker, pause and load events",
+        "description": "text/event-stream: snapshot, then worker, pause, load, router and "
+        "audit events",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
     **error_responses(401, 503),
@@ -70,9 +74,7 @@ async def events(hub: Hub, poller: Poller, settings: Settings) -> StreamingRespo
             {"Retry-After": str(_FULL_RETRY_AFTER_S)},
         ) from exc
     if opened is None:
-        raise ApiException(
-            503, "router_unavailable", "no view of the router yet", {"Retry-After": "1"}
-        )
+        raise ApiException(503, "router_unavailable", poller.reach.refusal(), {"Retry-After": "1"})
     snapshot, subscription = opened
     return StreamingResponse(
         _frames(snapshot, subscription, settings.keepalive_s, hub),
