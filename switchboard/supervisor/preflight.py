@@ -1,36 +1,52 @@
-"""Checks run before any child starts, so a bad setting fails at once in one line."""
+"""Checks run before any child starts, so a bad setting fails at once in one line.
+
+Each refusal names the setting as the operator gave it (``--port 9000``,
+``SWITCHBOARD_RUN_DIR=/x``, ``stack.toml: tokenizer = "/models/m"``:
+:meth:`StackSettings.origin`), then what is wrong and what is expected.
+"""
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from pathlib import Path
 
+from router_core.audit import FILE_MODE as AUDIT_FILE_MODE
 from router_core.endpoints import RouterEndpoints
 from router_core.run_dir import RunDirError, check_private
 from switchboard.supervisor.rundir import MAX_IPC_PATH, socket_in_use
 from switchboard.supervisor.settings import SettingsError, StackSettings
 from switchboard.text import Tokenizer, TokenizerLoadError, load_tokenizer
 
-__all__ = ["check_port_free", "check_run_dir", "check_tokenizer", "preflight"]
+__all__ = [
+    "check_audit_log",
+    "check_port_free",
+    "check_run_dir",
+    "check_tokenizer",
+    "preflight",
+]
 
 #: The longest socket file name the stack puts in the run directory (see ``layout``).
 _LONGEST_SOCKET_NAME = "router-engine-events"
 
 
-def check_port_free(host: str, port: int) -> None:
-    """SettingsError unless ``host:port`` can be bound now.
+def check_port_free(host: str, port: int, *, where: str = "", host_where: str = "") -> None:
+    """SettingsError unless ``host:port`` can be bound now; ``where`` and ``host_where``
+    name the port's and the host's settings (default ``port N``, ``host H``).
 
     The probe binds without SO_REUSEPORT, so a server already listening there (even one
     that set SO_REUSEPORT itself) makes it fail; SO_REUSEADDR keeps a port that only has
     connections in TIME_WAIT usable, as it is for the workers.
     """
+    where = where or f"port {port}"
     try:
         infos = socket.getaddrinfo(
             host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )
     except socket.gaierror as exc:
-        raise SettingsError(f"host {host}: cannot resolve: {exc.strerror}") from exc
+        named = host_where or f"host {host}"
+        raise SettingsError(f"{named}: cannot resolve: {exc.strerror}") from exc
     family, kind, proto, _, address = infos[0]
     probe = socket.socket(family, kind, proto)
     try:
@@ -38,14 +54,15 @@ def check_port_free(host: str, port: int) -> None:
         probe.bind(address)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise SettingsError(f"port {port} on {host} is already in use") from exc
-        raise SettingsError(f"cannot bind {host}:{port}: {exc.strerror}") from exc
+            raise SettingsError(f"{where}: already in use on {host}") from exc
+        raise SettingsError(f"{where}: cannot bind {host}:{port}: {exc.strerror}") from exc
     finally:
         probe.close()
 
 
-def check_tokenizer(path: Path | None) -> Tokenizer:
-    """Load the tokenizer the children will load; SettingsError if it cannot be.
+def check_tokenizer(path: Path | None, *, where: str = "") -> Tokenizer:
+    """Load the tokenizer the children will load; SettingsError if it cannot be, naming
+    ``where`` (default ``tokenizer PATH``), the reason and what a tokenizer path may be.
 
     Loading the built-in default here also trains and caches it once, before the
     children start, instead of in every child at the same time.
@@ -53,36 +70,59 @@ def check_tokenizer(path: Path | None) -> Tokenizer:
     try:
         return load_tokenizer(path)
     except TokenizerLoadError as exc:
-        raise SettingsError(str(exc)) from exc
+        raise SettingsError(f"{where or f'tokenizer {exc.path}'}: {exc.reason}") from exc
 
 
-def check_run_dir(path: Path | None) -> None:
+def check_run_dir(path: Path | None, *, where: str = "") -> None:
     """SettingsError if a given run directory is not a private directory
     (:func:`router_core.run_dir.check_private`; one that does not exist yet is created
-    private later), is too deep for ipc paths, or already holds a running stack."""
+    private later), is too deep for ipc paths, or already holds a running stack;
+    ``where`` names the setting (default ``run_dir PATH``)."""
     if path is None:
         return
+    where = where or f"run_dir {path}"
     given = path.expanduser()
     if given.exists() or given.is_symlink():
         try:
             check_private(given)
         except RunDirError as exc:
-            raise SettingsError(f"run_dir {path}: {exc}") from None
+            raise SettingsError(f"{where}: {exc}") from None
     resolved = given.resolve()
     longest = len(str(resolved / _LONGEST_SOCKET_NAME))
     if longest > MAX_IPC_PATH:
         raise SettingsError(
-            f"run_dir {path}: too long for ipc socket paths ({longest} > {MAX_IPC_PATH} bytes)"
+            f"{where}: too long for ipc socket paths ({longest} > {MAX_IPC_PATH} bytes)"
         )
     # A router answering on the control socket there means a stack already runs in it.
     control = RouterEndpoints.in_run_dir(resolved).control.removeprefix("ipc://")
     if socket_in_use(Path(control)):
-        raise SettingsError(f"run_dir {path}: another stack is running there")
+        raise SettingsError(f"{where}: another stack is running there")
+
+
+def check_audit_log(path: Path | None, *, where: str = "") -> None:
+    """SettingsError unless the admin app's audit file can be opened for appending (it
+    is created, mode 0600, as the admin app would); ``where`` names the setting."""
+    if path is None:
+        return
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, AUDIT_FILE_MODE)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SettingsError(
+            f"{where or f'admin_audit_log {path}'}: cannot open for appending: {reason} "
+            "(expected a file, or a path to create one at, in a writable directory)"
+        ) from exc
+    os.close(handle)
 
 
 def preflight(settings: StackSettings) -> Tokenizer:
-    """Every check, cheapest first; returns the loaded tokenizer."""
-    check_run_dir(settings.run_dir)
-    check_port_free(settings.host, settings.port)
-    check_port_free(settings.host, settings.admin_port)
-    return check_tokenizer(settings.tokenizer)
+    """Every check, cheapest first (the audit file last: it is created when it can be,
+    and no other refusal should leave it behind); returns the loaded tokenizer."""
+    check_run_dir(settings.run_dir, where=settings.origin("run_dir"))
+    host = settings.origin("host")
+    check_port_free(settings.host, settings.port, where=settings.origin("port"), host_where=host)
+    admin_port = settings.origin("admin_port")
+    check_port_free(settings.host, settings.admin_port, where=admin_port, host_where=host)
+    tokenizer = check_tokenizer(settings.tokenizer, where=settings.origin("tokenizer"))
+    check_audit_log(settings.admin_audit_log, where=settings.origin("admin_audit_log"))
+    return tokenizer

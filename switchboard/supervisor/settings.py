@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from pydantic import (
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -113,7 +114,10 @@ class StackSettings(HttpLimitSettings, RequestCapSettings):
     workers: int = Field(2, ge=1, description="HTTP worker processes (N), sharing one port")
     detokenizers: int = Field(2, ge=1, description="detokenizer processes (M)")
     host: str = Field(
-        WorkerSettings.host, min_length=1, description="address the workers listen on"
+        WorkerSettings.host,
+        min_length=1,
+        description="address the workers and the admin app listen on (the routers, engine "
+        "and detokenizers use ipc:// sockets in the run dir, never an address)",
     )
     port: int = Field(WorkerSettings.port, ge=1, le=65535, description="port the workers share")
     allow_remote: bool = Field(
@@ -317,6 +321,15 @@ class StackSettings(HttpLimitSettings, RequestCapSettings):
             InitSettingsSource(settings_cls, init_kwargs=toml),
         )
 
+    #: Where each value came from (set by :func:`load_settings`), for :meth:`origin`.
+    _origins: Origins | None = PrivateAttr(default=None)
+
+    def origin(self, setting: str) -> str:
+        """``setting`` as the operator gave it, for a message about its value: the flag,
+        the variable or the file and key (:meth:`Origins.of`)."""
+        value = getattr(self, setting)
+        return f"{setting} {value}" if self._origins is None else self._origins.of(setting, value)
+
     def log_level_number(self) -> int:
         """``log_level`` as a :mod:`logging` level."""
         return logging.getLevelNamesMapping()[self.log_level]
@@ -349,7 +362,8 @@ def load_settings(
     """The settings from ``cli`` (flags given, by field name), the environment and the file.
 
     ``config_file`` is a TOML file of top-level ``key = value`` pairs named like the
-    fields (or their old names). Raises :class:`SettingsError` (one line) for a missing
+    fields (or their old names). The settings remember where each value came from
+    (:meth:`StackSettings.origin`). Raises :class:`SettingsError` (one line) for a missing
     or malformed file, an unknown key or ``SWITCHBOARD_*`` variable, a setting given
     under its old and its new name in one place, or a value that fails validation.
     """
@@ -359,9 +373,12 @@ def load_settings(
         toml = read_toml(Path(config_file).expanduser(), names)
     environment = read_environment(os.environ, names)
     token = _LOWER_SOURCES.set((environment.renamed_values, toml.values if toml else {}))
+    origins = Origins(set(cli), environment, toml)
     try:
-        return StackSettings(**dict(cli))
+        settings = StackSettings(**dict(cli))
     except ValidationError as exc:
-        raise SettingsError(_describe(exc, Origins(set(cli), environment, toml))) from exc
+        raise SettingsError(_describe(exc, origins)) from exc
     finally:
         _LOWER_SOURCES.reset(token)
+    settings._origins = origins
+    return settings

@@ -10,12 +10,15 @@ operator wrote it. Everything refused is one :class:`SettingsError`, one line.
 
 from __future__ import annotations
 
-import difflib
+import json
+import os
 import tomllib
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from switchboard.cli.parsing import did_you_mean
 
 __all__ = [
     "ENV_PREFIX",
@@ -65,9 +68,13 @@ def flag_name(setting: str) -> str:
     return "--" + setting.replace("_", "-")
 
 
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+def _toml_text(value: object) -> str:
+    """``value`` as a TOML file writes it: ``"text"``, ``true``, ``4``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, os.PathLike)):
+        return json.dumps(os.fspath(value), ensure_ascii=False)
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,7 @@ def read_toml(path: Path, names: SettingNames) -> TomlValues:
     for key, value in data.items():
         setting = names.field_of(key)
         if setting is None:
-            hint = _did_you_mean(key, names.spellings())
+            hint = did_you_mean(key, names.spellings())
             raise SettingsError(f"config file {path}: unknown key {key!r}{hint}")
         if isinstance(value, dict):
             raise SettingsError(f"config file {path}: {key} must be a value, not a table")
@@ -135,6 +142,8 @@ class EnvironmentValues:
 
     spelt: dict[str, str]
     renamed_values: dict[str, str]
+    #: Each setting's value as the variable holds it, to name it as the operator wrote it.
+    values: dict[str, str] = field(default_factory=dict)
 
 
 def read_environment(environ: Mapping[str, str], names: SettingNames) -> EnvironmentValues:
@@ -144,12 +153,13 @@ def read_environment(environ: Mapping[str, str], names: SettingNames) -> Environ
     known = {env_name(name): name for name in names.spellings()}
     spelt: dict[str, str] = {}
     renamed_values: dict[str, str] = {}
+    values: dict[str, str] = {}
     for variable, value in environ.items():
         upper = variable.upper()
         if not upper.startswith(ENV_PREFIX) or upper in FOREIGN_ENV:
             continue
         if upper not in known:
-            hint = _did_you_mean(upper, sorted(known))
+            hint = did_you_mean(upper, sorted(known))
             raise SettingsError(f"unknown environment variable {variable}{hint}")
         if value == "":
             continue
@@ -157,9 +167,10 @@ def read_environment(environ: Mapping[str, str], names: SettingNames) -> Environ
         setting = names.field_of(name)
         assert setting is not None  # every known variable names a setting
         _once(spelt, setting, variable, "environment")
+        values[setting] = value
         if name != setting:
             renamed_values[setting] = value
-    return EnvironmentValues(spelt, renamed_values)
+    return EnvironmentValues(spelt, renamed_values, values)
 
 
 @dataclass(frozen=True)
@@ -171,13 +182,18 @@ class Origins:
     toml: TomlValues | None
 
     def of(self, setting: str, value: object) -> str:
-        """``setting`` given ``value``: as a flag, a variable or a TOML key."""
-        if setting in SECRET_FIELDS:
+        """``setting`` given ``value``, as the operator wrote it: a flag (``--port 9000``),
+        a variable (``SWITCHBOARD_PORT=9000``) or a TOML key (``stack.toml: port = 9000``,
+        the file's own value); else its default (``port 8000 (default)``)."""
+        secret = setting in SECRET_FIELDS
+        if secret:
             value = "(hidden)"
         if setting in self.cli:
             return f"{flag_name(setting)} {value}"
         if setting in self.environment.spelt:
-            return f"{self.environment.spelt[setting]}={value}"
+            shown = value if secret else self.environment.values.get(setting, value)
+            return f"{self.environment.spelt[setting]}={shown}"
         if self.toml is not None and setting in self.toml.spelt:
-            return f"{self.toml.path}: {self.toml.spelt[setting]} = {value!r}"
-        return f"{setting} {value}"
+            written = "(hidden)" if secret else _toml_text(self.toml.values[setting])
+            return f"{self.toml.path}: {self.toml.spelt[setting]} = {written}"
+        return f"{setting} {value} (default)"

@@ -24,8 +24,21 @@ __all__ = ["KNOWN_EOS_TOKENS", "Tokenizer", "TokenizerLoadError", "load_tokenize
 KNOWN_EOS_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<eos>")
 
 
+#: What a tokenizer path may be, said whenever one cannot be loaded.
+EXPECTED_PATH = "expected a tokenizer.json file, or a model directory holding one"
+
+
 class TokenizerLoadError(Exception):
-    """A tokenizer could not be loaded; the message names the path and the reason."""
+    """A tokenizer could not be loaded: ``tokenizer <path>: <reason>``.
+
+    ``path`` is the path as given, ``reason`` what is wrong with it, so that a caller
+    naming the setting itself (``stack.toml: tokenizer = "..."``) can add the reason.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"tokenizer {path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class Tokenizer:
@@ -55,8 +68,8 @@ class Tokenizer:
         if eos_token is not None:
             token_id = self._backend.token_to_id(eos_token)
             if token_id is None:
-                message = f"{self.source}: EOS token {eos_token!r} is not in the vocabulary"
-                raise TokenizerLoadError(message)
+                reason = f"EOS token {eos_token!r} is not in the vocabulary"
+                raise TokenizerLoadError(self.source, reason)
             return token_id
         for candidate in KNOWN_EOS_TOKENS:
             if candidate in self.special_tokens:
@@ -177,20 +190,25 @@ def load_tokenizer(
     if path is None:
         backend, source = ensure_default_tokenizer(cache_dir)
         return Tokenizer(backend, source=source, eos_token=eos_token)
+    given = os.fspath(path)
     tokenizer_file = Path(path)
     if tokenizer_file.is_dir():
         tokenizer_file = tokenizer_file / "tokenizer.json"
     try:
         text = tokenizer_file.read_text(encoding="utf-8")
     except FileNotFoundError as error:
-        raise TokenizerLoadError(f"tokenizer file not found: {tokenizer_file}") from error
+        if tokenizer_file != Path(path):
+            reason = f"the directory holds no tokenizer.json ({EXPECTED_PATH})"
+        else:
+            reason = f"not found ({EXPECTED_PATH})"
+        raise TokenizerLoadError(given, reason) from error
     except (OSError, UnicodeDecodeError) as error:
-        raise TokenizerLoadError(f"cannot read tokenizer file {tokenizer_file}: {error}") from error
+        raise TokenizerLoadError(given, f"cannot read {tokenizer_file}: {error}") from error
     try:
         backend = tokenizers.Tokenizer.from_str(text)
     # The library reports every parse failure as a bare Exception.
     except Exception as error:
-        message = f"not a valid tokenizer.json: {tokenizer_file}: {error}"
-        raise TokenizerLoadError(message) from error
+        reason = f"{tokenizer_file} is not a valid tokenizer.json: {error}"
+        raise TokenizerLoadError(given, reason) from error
     eos = eos_token if eos_token is not None else _config_eos_token(tokenizer_file)
     return Tokenizer(backend, source=str(tokenizer_file), eos_token=eos)

@@ -39,7 +39,10 @@ class TestRefusals:
     @pytest.mark.parametrize(
         ("arguments", "expected"),
         [
-            (("--tokenizer", "/nonexistent/tokenizer.json"), "tokenizer file not found"),
+            (
+                ("--tokenizer", "/nonexistent/tokenizer.json"),
+                "--tokenizer /nonexistent/tokenizer.json: not found (expected a tokenizer.json",
+            ),
             (("--workers", "0"), "--workers 0"),
         ],
     )
