@@ -2,12 +2,15 @@
 
 :class:`ApiException` carries the status, code and message; the router's control errors
 are translated once, in :func:`from_control_error`; FastAPI's validation errors become
-400 ``bad_request`` (never 422) and Starlette's HTTP errors (an unknown path, a wrong
-method) keep their status with the matching code.
+400 ``bad_request`` (never 422), each problem worded as the field, what it should be and
+what it is (``timeout_s: should be a number, not the string "5"``); Starlette's HTTP
+errors keep their status with the matching code and say what was asked (``no path
+/api/nope``; ``GET is not allowed on /api/pause; it takes POST``, with ``Allow``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,6 +28,7 @@ __all__ = [
     "error_responses",
     "from_control_error",
     "install_error_handlers",
+    "json_kind",
 ]
 
 
@@ -102,13 +106,68 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
+#: The longest piece of a refused value an error message quotes.
+_SHOWN_CHARS = 40
+
+
+def json_kind(value: Any) -> str:
+    """A decoded JSON ``value`` as an error message names it: ``null``, ``true``, ``5``,
+    ``the string "5"``, ``an array``, ``an object`` (strings ASCII-escaped and cut)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        shown = json.dumps(value[:_SHOWN_CHARS])
+        return f"the string {shown}" + ("..." if len(value) > _SHOWN_CHARS else "")
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+#: Where FastAPI says a refused value was: left out of the message, the name says it.
+_PLACES = frozenset({"body", "query", "path", "header"})
+#: Pydantic's wording of a problem, and an operator's.
+_RULES = {
+    "extra_forbidden": "not a field of this request",
+    "missing": "a required field, missing",
+}
+
+
+def _problem_message(problem: Any) -> str:
+    """One validation problem: where, what it should be, and what it is."""
+    location = [str(part) for part in problem.get("loc", ())]
+    if location and location[0] in _PLACES:
+        location = location[1:]
+    where = ".".join(location) or "the body"
+    kind = problem.get("type", "")
+    if kind in _RULES:
+        return f"{where}: {_RULES[kind]}"
+    said = str(problem.get("msg", "invalid"))
+    if said.startswith("Input should be "):
+        wanted = said.removeprefix("Input should be ").replace("a valid ", "a ", 1)
+        said = f"should be {wanted}"
+        if "input" in problem:
+            said += f", not {json_kind(problem['input'])}"
+    return f"{where}: {said}"
+
+
 def _validation_message(error: RequestValidationError) -> str:
-    problems = []
-    for problem in error.errors():
-        location = [str(part) for part in problem.get("loc", ()) if part != "body"]
-        where = ".".join(location) or "body"
-        problems.append(f"{where}: {problem.get('msg', 'invalid')}")
+    problems = [_problem_message(problem) for problem in error.errors()]
     return "; ".join(problems) or "invalid request"
+
+
+def _http_message(request: Request, error: StarletteHTTPException) -> str:
+    """Starlette's own refusals in words that say what was asked."""
+    if error.status_code == 404 and error.detail == "Not Found":
+        return f"no path {request.url.path}"
+    if error.status_code == 405:
+        allowed = (error.headers or {}).get("Allow", "")
+        takes = f"; it takes {allowed}" if allowed else ""
+        return f"{request.method} is not allowed on {request.url.path}{takes}"
+    return str(error.detail)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -126,7 +185,8 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(error, StarletteHTTPException)
         code = _HTTP_CODES.get(error.status_code, "bad_request")
         headers = dict(error.headers) if error.headers else None
-        return ApiException(error.status_code, code, str(error.detail), headers).response()
+        message = _http_message(request, error)
+        return ApiException(error.status_code, code, message, headers).response()
 
     app.add_exception_handler(ApiException, on_api)
     app.add_exception_handler(RequestValidationError, on_validation)

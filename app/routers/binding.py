@@ -5,8 +5,10 @@ the role; the handler gives the answer.
 operator's token; ``path="/pause_generation"`` serves it at one of the entry's aliases
 instead. A handler that needs the caller takes ``who: Caller``; its role was checked before
 the handler runs (for an audited command, by :class:`app.guard.MutationGuard` before the
-body was read, and again by the route). A mutation's handler writes its account of what
-happened in the request's ``Note`` (:mod:`app.deps`); the guard writes the audit record.
+body was read, and again by the route). A handler's body is read as JSON whatever its
+``Content-Type`` says (:class:`app.body.JsonBodyRoute`). A mutation's handler writes its
+account of what happened in the request's ``Note`` (:mod:`app.deps`); the guard writes
+the audit record.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Final, TypeVar
 from fastapi import APIRouter
 from fastapi.params import Depends
 
+from app.body import JsonBodyRoute
 from app.catalogue import Command, Role
 from app.deps import Operator, Viewer
 
@@ -58,6 +61,7 @@ def bind(
             handler,
             methods=[entry.method],
             dependencies=[_GUARDS[entry.role]],
+            route_class_override=JsonBodyRoute,
             **options,
         )
         return handler
