@@ -12,7 +12,8 @@ thread::
         ...
         spans = receiver.wait_for(lambda spans: len(spans) >= 5, timeout_s=10)
 
-``python -m switchboard.otlp_receiver [--port 4318]`` prints one JSON line per span.
+``python -m switchboard.otlp_receiver [--port 4318]`` prints one JSON line per span on
+stdout and nothing else there (its banner goes to stderr), so ``| jq`` reads it whole.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import contextlib
 import gzip
 import json
+import sys
 import threading
 import time
 import zlib
@@ -289,7 +291,8 @@ def _decompress(body: bytes, encoding: str | None) -> bytes:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a receiver in the foreground and print each span as one JSON line."""
+    """Run a receiver in the foreground: each span as one JSON line on stdout, the
+    banner (where it listens) on stderr."""
     parser = argparse.ArgumentParser(prog="python -m switchboard.otlp_receiver")
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
     parser.add_argument("--port", type=int, default=4318, help="0 picks a free port")
@@ -301,7 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     receiver = OtlpReceiver(host=args.host, port=args.port, on_spans=show)
     with receiver:
-        print(f"OTLP/HTTP receiver at {receiver.endpoint}{TRACES_PATH}", flush=True)
+        # stdout carries only JSON lines, so a pipe into jq or json.loads reads every line.
+        print(
+            f"OTLP/HTTP receiver at {receiver.endpoint}{TRACES_PATH}", file=sys.stderr, flush=True
+        )
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
     return 0

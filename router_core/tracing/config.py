@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["ROLES", "service_name", "tracing_configured"]
+__all__ = ["ROLES", "service_name", "traces_endpoint", "tracing_configured"]
 
 #: The roles a process may name in ``setup`` (``service.name`` is ``switchboard-<role>``).
 ROLES: Final = frozenset(
@@ -36,3 +36,13 @@ def service_name(role: str) -> str:
     if role not in ROLES:
         raise ValueError(f"unknown tracing role {role!r} (one of {sorted(ROLES)})")
     return f"switchboard-{role}"
+
+
+def traces_endpoint(environ: Mapping[str, str]) -> str:
+    """Where the OTLP/HTTP exporter posts traces, as the SDK resolves it:
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` as it is, else ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    plus ``/v1/traces``, else the SDK's default ``http://localhost:4318/v1/traces``."""
+    if traces := environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
+        return traces
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or "http://localhost:4318"
+    return base.rstrip("/") + "/v1/traces"

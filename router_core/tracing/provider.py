@@ -12,7 +12,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Final
 
-from router_core.tracing.config import service_name, tracing_configured
+from router_core.tracing.config import service_name, traces_endpoint, tracing_configured
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -58,9 +58,11 @@ def setup(role: str, instance_id: str, *, span_exporter: SpanExporter | None = N
     On iff :func:`~router_core.tracing.config.tracing_configured` (an OTLP endpoint is
     set, the SDK is not disabled, the exporter is ``otlp``). Then spans go through a
     ``BatchSpanProcessor`` (``OTEL_BSP_*``) to the OTLP/HTTP protobuf exporter
-    (``OTEL_EXPORTER_OTLP_*``), sampled by ``OTEL_TRACES_SAMPLER``/``_ARG`` (default
-    ``parentbased_always_on``), with the resource ``service.name`` =
-    ``switchboard-<role>``, ``service.instance.id`` = ``instance_id`` and ``process.pid``.
+    (``OTEL_EXPORTER_OTLP_*``), quiet while the collector is down (one warning, a summary
+    a minute, a line on recovery: :mod:`router_core.tracing.quiet_export`), sampled by
+    ``OTEL_TRACES_SAMPLER``/``_ARG`` (default ``parentbased_always_on``), with the
+    resource ``service.name`` = ``switchboard-<role>``, ``service.instance.id`` =
+    ``instance_id`` and ``process.pid``.
     A batch root linked to a sampled row context is always sampled, whatever the sampler
     (see :mod:`router_core.tracing.sampler`).
 
@@ -109,7 +111,10 @@ def _make_provider(
         return provider, span_exporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    exporter = OTLPSpanExporter()
+    from router_core.tracing.quiet_export import quiet_exporter
+
+    # Quiet while the collector is down: one warning, a summary a minute, one recovery line.
+    exporter = quiet_exporter(OTLPSpanExporter(), traces_endpoint(os.environ))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider, exporter
 

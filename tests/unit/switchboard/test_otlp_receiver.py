@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import json
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 
@@ -105,3 +112,38 @@ class TestReceiver:
         """A non-loopback host is refused before binding."""
         with pytest.raises(ValueError, match="loopback"):
             OtlpReceiver(host="0.0.0.0")
+
+
+class TestCommand:
+    """``python -m switchboard.otlp_receiver``: its stdout is JSON lines only."""
+
+    def test_stdout_is_json_lines_only(self, body: bytes) -> None:
+        """The banner goes to stderr; every stdout line parses as JSON (json.loads, and
+        jq where installed), one per span, and Ctrl-C ends it with 0."""
+        command = [sys.executable, "-m", "switchboard.otlp_receiver", "--port", "0"]
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as process:
+            try:
+                assert process.stderr is not None
+                # A deadline on the banner: a receiver writing it elsewhere fails, not hangs.
+                ready, _, _ = select.select([process.stderr], [], [], 10.0)
+                assert ready, "no banner on stderr within 10 s"
+                banner = process.stderr.readline()
+                found = re.fullmatch(
+                    r"OTLP/HTTP receiver at (http://127\.0\.0\.1:\d+)/v1/traces\n", banner
+                )
+                assert found, banner
+                url = f"{found.group(1)}{TRACES_PATH}"
+                response = httpx.post(url, content=body, headers=PROTOBUF, trust_env=False)
+                assert response.status_code == 200
+            finally:
+                process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=10)
+        assert process.returncode == 0, err
+        assert [json.loads(line)["name"] for line in out.splitlines()] == ["child", "parent"]
+        if (jq := shutil.which("jq")) is not None:
+            names = subprocess.run(
+                [jq, "-r", ".name"], check=False, input=out, capture_output=True, text=True
+            )
+            assert (names.returncode, names.stdout) == (0, "child\nparent\n"), names.stderr
