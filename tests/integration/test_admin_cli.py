@@ -112,6 +112,17 @@ def worker_ids(stack: AdminStack) -> list[str]:
         return sorted(w["id"] for w in client.get("/api/workers").json()["workers"])
 
 
+def table_ids(stack: AdminStack) -> list[str]:
+    """The ID column of ``switchboard workers``, top to bottom."""
+    return [line.split()[0] for line in succeeded(cli(stack, "workers")).splitlines()[1:]]
+
+
+def router_order(stack: AdminStack) -> list[str]:
+    """The registered workers in the order the router holds them (``ctl list_workers``)."""
+    done = cli(None, "ctl", "--run-dir", str(stack.run_dir), "list_workers")
+    return [worker["worker_id"] for worker in json.loads(succeeded(done))]
+
+
 def api(stack: AdminStack, method: str, path: str, **kwargs: Any) -> Any:
     with stack.client() as client:
         return client.request(method, path, **kwargs).json()
@@ -143,6 +154,33 @@ class TestReads:
         assert sorted(row[0] for row in rows) == worker_ids(stack)
         assert all(row[1] == "serving" and row[-1] == "no" for row in rows)
         assert all(row[4] == "ago" for row in rows)
+
+    def test_workers_in_id_order_after_a_restart(self, stack: AdminStack) -> None:
+        """w0 dies (the router removes it first) and comes back registering after w1: the
+        router now holds w1 first, and ``workers`` (table and JSON) still lists w0 first."""
+        assert table_ids(stack) == ["w0", "w1"]
+        victim = next(w for w in api(stack, "GET", "/api/workers")["workers"] if w["id"] == "w0")
+        # Stopped until the router has given up on it, so its successor is a new entry.
+        os.kill(victim["pid"], signal.SIGSTOP)
+        try:
+
+            def removed() -> bool:
+                return "w0" not in router_order(stack)
+
+            wait_until(removed, 30.0, lambda: f"the router still holds w0: {router_order(stack)}")
+        finally:
+            os.kill(victim["pid"], signal.SIGKILL)
+
+        def back() -> bool:
+            stack.assert_running()
+            return router_order(stack) == ["w1", "w0"]
+
+        wait_until(back, 60.0, lambda: f"the router holds {router_order(stack)}")
+        listed = json.loads(succeeded(cli(stack, "workers", "--json")))["workers"]
+        assert [w["id"] for w in listed if w["state"] == "serving"] == ["w0", "w1"]
+        assert [w["id"] for w in listed] == sorted(w["id"] for w in listed)
+        rows = succeeded(cli(stack, "workers")).splitlines()[1:]
+        assert [row.split()[0] for row in rows] == [w["id"] for w in listed]
 
     def test_workers_json(self, stack: AdminStack) -> None:
         """--json prints the workers document, every field the API gives."""
