@@ -7,7 +7,8 @@ back to from the environment. A barrier's timeout is held to the range the route
 the admin API accept (:data:`~router_core.limits.MAX_BARRIER_TIMEOUT_S`), so a value the
 server would refuse never leaves the machine.
 
-Importing this module costs the standard library and :mod:`router_core.limits` only;
+Importing this module costs the standard library, :mod:`router_core.limits` and
+:mod:`router_core.identifiers` only;
 checking a URL loads httpx, which the commands load anyway.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from router_core.identifiers import check_worker_id
 from router_core.limits import MAX_BARRIER_TIMEOUT_S
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "token_problem",
     "url",
     "url_problem",
+    "worker_id",
 ]
 
 DEFAULT_URL: Final = "http://127.0.0.1:8001"
@@ -72,6 +75,15 @@ def http_timeout(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value
+
+
+def worker_id(text: str) -> str:
+    """A ``drain``/``undrain`` ID: a worker id as the router accepts one
+    (:func:`router_core.identifiers.check_worker_id`), so no id that cannot exist is sent."""
+    try:
+        return check_worker_id(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("worker id ")) from None
 
 
 def token_problem(given: str) -> str | None:

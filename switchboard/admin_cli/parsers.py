@@ -14,6 +14,7 @@ from app.catalogue import (
     COMMANDS,
     DEFAULT_BARRIER_TIMEOUT_S,
     TIMEOUT,
+    WORKER_ID,
     Argument,
     Command,
     by_cli_name,
@@ -27,6 +28,7 @@ from switchboard.admin_cli.arguments import (
     http_timeout,
     token,
     url,
+    worker_id,
 )
 
 __all__ = [
@@ -63,7 +65,7 @@ exit status:
   1  the operation failed or timed out: a 504 barrier answer (stragglers named), an
      unknown worker (404), a conflict (409), any other error answer
   2  usage error: an unknown flag, a bad value (a URL, an empty token, a timeout
-     outside its range), checked before any request is sent
+     outside its range, an impossible worker id), checked before any request is sent
   3  the admin app is unreachable, or it refused the token (401, 403)
 """
 
@@ -84,7 +86,12 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
 def _add_argument(parser: argparse.ArgumentParser, argument: Argument) -> None:
     """``argument`` of the catalogue as an option (or a positional) of ``parser``."""
     if argument.cli_flag is None:
-        parser.add_argument(argument.name, metavar=argument.metavar, help=argument.summary)
+        parser.add_argument(
+            argument.name,
+            metavar=argument.metavar,
+            type=worker_id if argument is WORKER_ID else str,
+            help=argument.summary,
+        )
     elif argument is TIMEOUT:
         help_text = (
             f"{argument.summary}, more than 0 and at most {MAX_BARRIER_TIMEOUT_S:g} (default "

@@ -16,6 +16,7 @@ from switchboard.admin_cli.arguments import (
     http_timeout,
     token,
     url,
+    worker_id,
 )
 from switchboard.cli import main
 
@@ -113,3 +114,25 @@ class TestCommandLine:
         line = capsys.readouterr().err.strip()
         assert line.startswith(f"switchboard {words[0]}: error: ")
         assert reason in line
+
+
+class TestWorkerId:
+    """drain and undrain take only ids the router could have registered."""
+
+    def test_valid_ids_pass(self) -> None:
+        """Letters, digits, ``.``, ``_`` and ``-`` pass unchanged."""
+        assert worker_id("w0") == "w0"
+        assert worker_id("gpu-3.node_a") == "gpu-3.node_a"
+
+    @pytest.mark.parametrize("text", ["", "a b", "-w0", "w/0", "x" * 65, "w\n0"])
+    def test_impossible_ids_are_refused(self, text: str) -> None:
+        """An id no worker can have is a usage error stating the rule."""
+        with pytest.raises(argparse.ArgumentTypeError, match="expected 1 to 64 of A-Z"):
+            worker_id(text)
+
+    def test_drain_refuses_before_sending(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``drain 'a b'`` exits 2 naming the argument, nothing sent."""
+        with pytest.raises(SystemExit) as caught:
+            main(["drain", "a b", "--url=http://127.0.0.1:9"])
+        assert caught.value.code == 2
+        assert capsys.readouterr().err.startswith("switchboard drain: error: argument ID: ")

@@ -173,10 +173,14 @@ class TestDrain:
         assert invoke(capsys, api, "undrain", "w0").status == 0
         assert api.requests[0].path == "/api/workers/w0/undrain"
 
-    def test_id_is_escaped(self, api: CannedApi, capsys: pytest.CaptureFixture[str]) -> None:
-        """An id with a slash or space stays one path segment."""
-        invoke(capsys, api, "drain", "a/b c")
-        assert api.requests[0].path == "/api/workers/a%2Fb%20c/drain"
+    def test_impossible_id_is_not_sent(
+        self, api: CannedApi, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An id with a slash or space, which no worker can have, is a usage error and no
+        request reaches the API (quoting a path segment: test_catalogue)."""
+        result = invoke(capsys, api, "drain", "a/b c")
+        assert result.status == 2
+        assert api.requests == []
 
     def test_unknown_worker(self, api: CannedApi, capsys: pytest.CaptureFixture[str]) -> None:
         """404: the API's message on one line, exit 1."""
