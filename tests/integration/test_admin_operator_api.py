@@ -254,18 +254,28 @@ class TestWorkerOrder:
     """``GET /api/workers`` lists workers by id, before and after a restart."""
 
     def test_order_survives_a_restart(self, stack: AdminStack, ops: httpx.Client) -> None:
-        """w0 killed and restarted by the supervisor registers again, after w1 in the
-        router's own order; the API (and the event stream's snapshot) still list w0, w1."""
+        """w0 stopped until the router declares it dead, then killed: the supervisor
+        restarts it and it registers again, after w1 in the router's own order; the API
+        (and the event stream's snapshot) still list w0, w1."""
         assert [w["id"] for w in ops.get("/api/workers").json()["workers"]] == ["w0", "w1"]
         old_pid = ops.get("/api/workers/w0").json()["pid"]
-        os.kill(old_pid, signal.SIGKILL)
+        os.kill(old_pid, signal.SIGSTOP)
+        try:
+            # A worker that comes back before the router gives it up keeps its place.
+            wait_until(
+                lambda: ops.get("/api/workers/w0").json()["state"] == "dead",
+                30.0,
+                "the router to declare the stopped w0 dead",
+            )
+        finally:
+            os.kill(old_pid, signal.SIGKILL)
 
         def restarted() -> bool:
             seen = ops.get("/api/workers/w0").json()
             return bool(seen["pid"] != old_pid and seen["state"] == "serving")
 
         wait_until(restarted, 60.0, "w0 restarted and serving")
-        assert router_order(stack)[-1] == "w0", "the router no longer moves a restarted worker"
+        assert router_order(stack) == ["w1", "w0"], "the router keeps a restarted worker's place"
         listed = ops.get("/api/workers").json()["workers"]
         assert [w["id"] for w in listed] == ["w0", "w1"]
         with ops.stream("GET", "/api/events") as events:
