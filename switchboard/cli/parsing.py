@@ -16,9 +16,14 @@ from typing import Any, NoReturn
 __all__ = ["OneLineParser", "VersionAction", "did_you_mean", "unrecognized"]
 
 
+#: How alike a word and a suggestion must be (difflib's ratio): a slip of a letter or
+#: two in a flag or key (``--modee``, ``wrokers``) passes, an unrelated word does not.
+SUGGESTION_CUTOFF = 0.75
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean CLOSEST?)`` when one of ``choices`` is close to ``word``, else ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=SUGGESTION_CUTOFF)
     return f" (did you mean {close[0]}?)" if close else ""
 
 
