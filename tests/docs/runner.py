@@ -197,7 +197,8 @@ class FileRun:
 
 
 def _answers(probe: str) -> bool:
-    """An ``http(s)://`` URL answering 200, or ``tcp:HOST:PORT`` accepting a connection."""
+    """An ``http(s)://`` URL answering 200 (with ``URL~TEXT``: a body holding TEXT), or
+    ``tcp:HOST:PORT`` accepting a connection."""
     if probe.startswith("tcp:"):
         host, _, port = probe.removeprefix("tcp:").rpartition(":")
         try:
@@ -205,10 +206,12 @@ def _answers(probe: str) -> bool:
         except OSError:
             return False
         return True
+    url, _, text = probe.partition("~")
     try:
-        return httpx.get(probe, timeout=2.0, trust_env=False).status_code == 200
+        response = httpx.get(url, timeout=2.0, trust_env=False)
     except httpx.HTTPError:
         return False
+    return response.status_code == 200 and text in response.text
 
 
 def _materialize(script: str, rewrite: Rewrite, cwd: Path) -> str:
