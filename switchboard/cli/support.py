@@ -22,6 +22,7 @@ from switchboard.cli.parsing import OneLineParser
 if TYPE_CHECKING:
     from router_core.endpoints import OutputsVia
     from router_core.process import Service
+    from switchboard.text import Tokenizer
 
 __all__ = [
     "OneLineParser",
@@ -42,6 +43,7 @@ __all__ = [
     "seconds",
     "serve",
     "stack_key",
+    "tokenizer_flag",
 ]
 
 
@@ -268,6 +270,17 @@ def beacon_endpoint(args: argparse.Namespace, directory: str | None) -> str | No
         "--router-workers-endpoint",
         allow_remote=args.allow_remote,
     )
+
+
+def tokenizer_flag(args: argparse.Namespace) -> Tokenizer:
+    """The tokenizer ``--tokenizer`` names (the built-in one without it);
+    :class:`UsageError` ``--tokenizer PATH: <what is wrong and what is expected>``."""
+    from switchboard.text import TokenizerLoadError, load_tokenizer
+
+    try:
+        return load_tokenizer(args.tokenizer)
+    except TokenizerLoadError as exc:
+        raise UsageError(f"--tokenizer {exc.path}: {exc.reason}") from exc
 
 
 def log_format(who: str = "%(name)s") -> str:

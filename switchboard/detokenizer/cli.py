@@ -22,10 +22,10 @@ from switchboard.cli.support import (
     run_dir,
     serve,
     stack_key,
+    tokenizer_flag,
 )
 from switchboard.detokenizer.process import Detokenizer
 from switchboard.detokenizer.settings import DetokenizerSettings
-from switchboard.text import TokenizerLoadError, load_tokenizer
 
 __all__ = ["add_parser", "build", "run"]
 
@@ -64,10 +64,7 @@ def build(args: argparse.Namespace) -> Detokenizer:
         router_outputs = checked_endpoint(
             args.outputs_endpoint, outputs, "--outputs-endpoint", allow_remote=remote
         )
-    try:
-        tokenizer = load_tokenizer(args.tokenizer)
-    except TokenizerLoadError as exc:
-        raise UsageError(str(exc)) from exc
+    tokenizer = tokenizer_flag(args)
     settings = loop_settings(
         DetokenizerSettings,
         args,

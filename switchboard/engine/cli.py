@@ -20,6 +20,7 @@ from switchboard.cli.support import (
     run_dir,
     serve,
     stack_key,
+    tokenizer_flag,
 )
 from switchboard.engine.engine import DEFAULT_LOAD_INTERVAL_S
 from switchboard.engine.scheduler import SchedulerConfig
@@ -80,20 +81,19 @@ def run(args: argparse.Namespace) -> int:
     from router_core.engine_link import EngineLink
     from switchboard.engine import Scheduler, text_token_pool
     from switchboard.engine.engine import BuiltinEngine
-    from switchboard.text import TokenizerLoadError, load_tokenizer
 
     directory = run_dir(args)
     endpoints = _endpoints(args, directory)
     key = stack_key(args, directory)
+    tokenizer = tokenizer_flag(args)
     try:
-        tokenizer = load_tokenizer(args.tokenizer)
         pool = text_token_pool(tokenizer.vocab_size, tokenizer.decode, tokenizer.special_token_ids)
         config = SchedulerConfig(
             token_pool=pool,
             eos_token_id=tokenizer.eos_token_id,
             **settings_values(args, SchedulerConfig),
         )
-    except (TokenizerLoadError, ValueError) as exc:
+    except ValueError as exc:
         raise UsageError(str(exc)) from exc
     link = EngineLink(
         endpoints,

@@ -22,8 +22,8 @@ from switchboard.cli.support import (
     configure_logging,
     run_dir,
     stack_key,
+    tokenizer_flag,
 )
-from switchboard.text import TokenizerLoadError, load_tokenizer
 from switchboard.worker.caps import RequestCaps
 from switchboard.worker.settings import WorkerSettings
 
@@ -99,10 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     worker = settings(args)
     configure_logging(args.log_level, who=f"worker {worker.worker_id}".replace("%", "%%"))
-    try:
-        tokenizer = load_tokenizer(args.tokenizer)
-    except TokenizerLoadError as exc:
-        raise UsageError(str(exc)) from exc
+    tokenizer = tokenizer_flag(args)
     try:
         sock = listen_socket(worker.host, worker.port)
     except OSError as exc:

@@ -169,3 +169,20 @@ class TestConfigRefusals:
             'switchboard up: stack.toml: tokenizer = "/models/my-model": not found '
             "(expected a tokenizer.json file, or a model directory holding one)"
         )
+
+    @pytest.mark.parametrize("command", ["worker", "engine", "detokenizer"])
+    def test_children_name_the_tokenizer_flag(
+        self, switchboard_bin: str, command: str, tmp_path: Path
+    ) -> None:
+        """A process started with a missing --tokenizer names the flag and what a
+        tokenizer path may be, as switchboard up does for its setting."""
+        run = tmp_path / "run"
+        run.mkdir(mode=0o700)
+        words = ["--run-dir", str(run), "--tokenizer", "/models/absent"]
+        if command == "worker":
+            words += ["--worker-id", "w0", "--port", str(free_port())]
+        line = refusal(switchboard(switchboard_bin, command, *words))
+        assert line == (
+            f"switchboard {command}: --tokenizer /models/absent: not found "
+            "(expected a tokenizer.json file, or a model directory holding one)"
+        )
