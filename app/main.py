@@ -53,7 +53,8 @@ Operate a Switchboard stack: workers and their registration state, the pause/con
 barrier across every worker and the engine, drain, engine load and a live event stream.
 
 Send `Authorization: Bearer <token>`: a viewer's token for reads, an operator's for
-everything. Every error answers `{"error": {"code": "...", "message": "..."}}`. A mutation
+everything. A body is read as JSON whatever its `Content-Type` says (curl's `-d` works).
+Every error answers `{"error": {"code": "...", "message": "..."}}`. A mutation
 (POST) without an operator's token is answered 401/403 before any of its body is read. A
 request body over the app's limit (1 MiB by default, `SWITCHBOARD_ADMIN_MAX_BODY_BYTES`)
 is answered 413, no more of it read than the limit. Every mutation attempt, refused or
