@@ -20,6 +20,7 @@ from pathlib import Path
 
 from router_core.credentials import KEY_FILE, new_secret
 from router_core.run_dir import RunDirError, make_private
+from switchboard.supervisor.leftovers import OWNER_FILE, PREFIX, owner_record, remove_stale
 from switchboard.supervisor.sources import SettingsError
 
 __all__ = ["MAX_IPC_PATH", "RunDirectory", "socket_in_use", "write_fresh_key"]
@@ -84,6 +85,8 @@ class RunDirectory:
     """A given directory (created if missing, never removed) or a temporary one we own.
 
     :meth:`open` makes it exist, private, with a fresh stack key in it (:data:`key_file`);
+    a temporary one also names its owner, and is made only after the temporary run
+    directories killed supervisors left are removed (:mod:`~switchboard.supervisor.leftovers`);
     :meth:`close` removes the key, the socket files named to it that are still there
     (left by a child that was killed) and, for a temporary directory, the directory
     itself.
@@ -116,7 +119,10 @@ class RunDirectory:
         return its path. :class:`SettingsError` for a given directory that is not
         private, ``OSError`` if it cannot be created."""
         if self.given is None:
-            path = Path(tempfile.mkdtemp(prefix="switchboard-", dir=_temporary_base()))
+            base = _temporary_base() or tempfile.gettempdir()
+            remove_stale(Path(base), socket_in_use)
+            path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))
+            (path / OWNER_FILE).write_text(owner_record(os.getpid()))
         else:
             try:
                 path = make_private(self.given.expanduser()).resolve()
