@@ -30,7 +30,7 @@ from tests.docs.static_check import REPO_ROOT, bash_syntax, check_line, simple_c
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import child_env
 
-__all__ = ["FileRun"]
+__all__ = ["FileRun", "check_block"]
 
 #: A block's deadline unless its marker's ``timeout=`` says otherwise.
 DEFAULT_TIMEOUT_S = 30.0
@@ -89,19 +89,6 @@ class FileRun:
             env["SWITCHBOARD_ADMIN_URL"], env["T"] = stack.admin_url, stack.token
         env.update(self.exported)
         return rewrite, env, REPO_ROOT / marker.get("cwd", ".")
-
-    def check(self, block: Block) -> list[str]:
-        """Static checks of every command line of ``block`` (no process started)."""
-        assert block.marker is not None
-        cwd = REPO_ROOT / block.marker.get("cwd", ".")
-        if block.marker.kind == "console":
-            lines = [step.command.replace("\\\n", " ") for step in console_steps(block.text)]
-        else:
-            lines = command_lines(block.text)
-        parse = block.marker.kind != "console"
-        problems = [problem for line in lines for problem in check_line(line, cwd, parse=parse)]
-        syntax = bash_syntax("\n".join(lines))
-        return problems + ([f"bash -n: {syntax}"] if syntax else [])
 
     def run(self, block: Block) -> list[str]:
         """Run ``block`` as its marker's kind says; what went wrong (nothing: [])."""
@@ -194,6 +181,20 @@ class FileRun:
                         return [f"{probe} did not answer within {timeout:.0f} s:\n{_tail(output)}"]
                     time.sleep(0.2)
         return []
+
+
+def check_block(block: Block) -> list[str]:
+    """Static checks of every command line of ``block`` (no process started)."""
+    assert block.marker is not None
+    cwd = REPO_ROOT / block.marker.get("cwd", ".")
+    if block.marker.kind == "console":
+        lines = [step.command.replace("\\\n", " ") for step in console_steps(block.text)]
+    else:
+        lines = command_lines(block.text)
+    parse = block.marker.kind != "console"
+    problems = [problem for line in lines for problem in check_line(line, cwd, parse=parse)]
+    syntax = bash_syntax("\n".join(lines))
+    return problems + ([f"bash -n: {syntax}"] if syntax else [])
 
 
 def _answers(probe: str) -> bool:

@@ -56,7 +56,7 @@ import pytest
 
 from tests.docs.doc_stack import start_stack
 from tests.docs.markdown_examples import Block, command_lines, extract
-from tests.docs.runner import FileRun
+from tests.docs.runner import FileRun, check_block
 from tests.docs.static_check import REPO_ROOT, simple_commands
 from tests.integration.harness.polling import missing
 
@@ -90,19 +90,15 @@ def test_every_example_is_marked(doc: str) -> None:
 
 
 @pytest.mark.parametrize("doc", DOC_FILES)
-def test_examples_name_what_exists(doc: str, docs_cache_dir: Path) -> None:
+def test_examples_name_what_exists(doc: str) -> None:
     """Every command of every example is valid bash, and the subcommands, flags, make
     targets, modules and paths it names exist."""
-    run = FileRun(lambda: pytest.fail("no stack in a static check"), docs_cache_dir)
-    try:
-        problems = [
-            f"{block.where}: {problem}"
-            for block in examples(doc)
-            if block.marker is not None
-            for problem in run.check(block)
-        ]
-    finally:
-        run.close()
+    problems = [
+        f"{block.where}: {problem}"
+        for block in examples(doc)
+        if block.marker is not None
+        for problem in check_block(block)
+    ]
     assert not problems, "\n".join(problems)
 
 
@@ -124,6 +120,8 @@ def _known(program: str, path: str) -> bool:
 
 
 @pytest.mark.integration
+# A file's blocks each get up to 30 s (a serve block 45 s), and a stack starts in each.
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("doc", [doc for doc in DOC_FILES if _runs(doc)])
 def test_examples_hold(doc: str, docs_cache_dir: Path, tmp_path: Path) -> None:
     """Every run, console and serve example of the file, in order, against a real stack:
