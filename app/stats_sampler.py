@@ -4,8 +4,9 @@
 ``/metrics`` serves, :func:`app.metrics.exposition.multiprocess_families`, in a thread)
 every ``interval_s`` into a :class:`~app.worker_stats.StatsWindow`, so that the window is
 full whenever someone looks. Without a directory it reads nothing and its page says
-``available: false``. A read that fails (logged by the reader) or finds no worker's
-metrics yet adds no sample; the loop goes on until cancelled.
+``available: false``. A directory with no file yet is a sample of zeros (the workers
+have counted nothing); a read that fails (logged by the reader) adds no sample, so no
+window ever starts from totals that were not read. The loop goes on until cancelled.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ DEFAULT_INTERVAL_S: Final = 5.0
 DEFAULT_WINDOW_S: Final = 60.0
 
 
+def _has_files(directory: Path) -> bool:
+    return any(directory.glob("*.db"))
+
+
 class WorkerStatsSampler:
     """Samples ``metrics_dir`` every ``interval_s`` into a ``window_s`` window."""
 
@@ -44,9 +49,11 @@ class WorkerStatsSampler:
         """Read the directory once and add the sample."""
         if self.metrics_dir is None:
             return
-        families = await asyncio.to_thread(multiprocess_families, self.metrics_dir)
-        if families:
-            self.window.observe(time.monotonic(), worker_totals(families))
+        directory = self.metrics_dir
+        families = await asyncio.to_thread(multiprocess_families, directory)
+        if not families and await asyncio.to_thread(_has_files, directory):
+            return  # the read failed: the reader logged why
+        self.window.observe(time.monotonic(), worker_totals(families))
 
     async def run(self) -> None:
         """Sample until cancelled (nothing to do without a directory)."""

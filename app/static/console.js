@@ -9,7 +9,9 @@
  *
  * Stable hooks for tests (data-testid; <id> is a worker id):
  *   connection         the event stream's state; data-connection = idle | connecting |
- *                      live | retrying | unauthorized
+ *                      live | retrying | unauthorized | unreachable (the admin app
+ *                      answers, the router does not; data-since = since when, Unix s)
+ *   connection-detail  the banner saying why the router is unreachable (the last error)
  *   token-panel, token-form, token-input, token-submit, token-error, sign-out
  *   pause-state        data-paused = true | false | unknown, data-mode = the pause mode
  *   pause-mode         <select>: abort | retract | in_place
@@ -30,16 +32,25 @@
  *   spark-<id>         <canvas>, rows received per second over the last 60 s;
  *                      data-rate = the latest rate
  *   safe-<id>          "yes" | "no"; data-safe = true | false
+ *   errors-<id>        5xx answers over the window; data-errors, data-requests
+ *   latency-<id>       "p50 / p95" of finished generations; data-p50, data-p95 (s)
+ *   stats-window       what the errors and latency cover; data-available
+ *   audit-panel, audit (the <table>), audit-count, audit-empty
+ *   audit-row-<seq>    one audit record, newest first; data-seq, data-action,
+ *                      data-result (ok | timeout | refused | error), data-who
  *   <action>-<id>      a worker action's <button> (drain-<id>, undrain-<id>);
  *                      aria-disabled="true" when the state does not allow it
+ *   skip-link          the link to the workers table, first in the tab order
  *   versions
  */
 
 import { Actions } from "./actions.js";
+import { AuditPanel } from "./audit.js";
 import { applyLoad, applyStatus, forgetStatus, renderLoadAge, renderPauseState } from "./generation.js";
 import { access, clock, setConnection, showResult, showTokenPanel, ui } from "./page.js";
 import { adoptFragmentToken, api, apiUrl, authHeaders, store } from "./session.js";
 import { EventFeed } from "./sse.js";
+import { StatsPoller } from "./stats.js";
 import { sparkColours } from "./throughput.js";
 import { WorkerTable } from "./workers.js";
 
@@ -47,6 +58,8 @@ const TICK_MS = 500;
 
 const workers = new WorkerTable((row, command, button) => actions.workerAction(row, command, button));
 const actions = new Actions({ workers, onAuthFailure: handleAuthFailure });
+const audit = new AuditPanel();
+const stats = new StatsPoller((page) => workers.applyStats(page));
 
 function setRole(role) {
   access.role = role;
@@ -58,6 +71,7 @@ function handleAuthFailure(answer) {
   if (answer.status === 401) {
     store.clear();
     feed.stop();
+    stats.stop();
     setConnection("unauthorized");
     showTokenPanel("The admin app refused the token (401). Enter a valid token.");
   } else if (answer.status === 403) {
@@ -83,6 +97,13 @@ const eventHandlers = {
   load(payload) {
     applyLoad(payload.load);
   },
+  audit(payload) {
+    audit.add(payload);
+  },
+  router(payload) {
+    if (payload.reachable) setConnection("live");
+    else setConnection("unreachable", { since: payload.since, error: payload.error ?? "" });
+  },
 };
 
 const feed = new EventFeed({
@@ -92,16 +113,24 @@ const feed = new EventFeed({
     const handler = eventHandlers[type];
     if (handler && payload && typeof payload === "object") handler(payload);
   },
-  onConnection(kind, delay) {
+  onConnection(kind, delay, failure) {
+    if (kind === "retrying" && failure?.code === "router_unavailable") {
+      setConnection("unreachable", { error: failure.message, retryMs: delay });
+      return;
+    }
+    // While the router is unreachable, a new attempt is no news until it succeeds.
+    if (kind === "connecting" && ui.connection.dataset.connection === "unreachable") return;
     setConnection(kind, delay);
     if (kind === "live") {
       ui.tokenPanel.hidden = true;
       ui.signOut.hidden = false;
+      audit.load();
     }
   },
   onUnauthorized(status, body) {
     const message = body?.error?.message ? ` (${body.error.message})` : "";
     store.clear();
+    stats.stop();
     setConnection("unauthorized");
     showTokenPanel(`The admin app refused the token: ${status}${message}. Enter a valid token.`);
   },
@@ -114,6 +143,7 @@ function connect() {
   ui.signOut.hidden = false;
   setRole("unknown");
   feed.start();
+  stats.start();
   learnRole();
   actions.load();
 }
@@ -128,8 +158,10 @@ async function learnRole() {
 
 function forget() {
   feed.stop();
+  stats.stop();
   store.clear();
   workers.replace([]);
+  audit.clear();
   forgetStatus();
   setConnection("idle");
   showResult("info", "Token forgotten.");

@@ -1,5 +1,7 @@
 /* The page's parts, and the few ways every other module changes them. */
 
+import { clockTime, isoTime } from "./format.js";
+
 export const $ = (selector, root = document) => root.querySelector(selector);
 export const byTestId = (id, root = document) => root.querySelector(`[data-testid="${id}"]`);
 
@@ -9,6 +11,7 @@ export const VIEWER_WHY = "this token can view but not operate";
 export const ui = {
   connection: byTestId("connection"),
   connectionText: $(".connection-text"),
+  connectionDetail: byTestId("connection-detail"),
   signOut: byTestId("sign-out"),
   tokenPanel: byTestId("token-panel"),
   tokenForm: byTestId("token-form"),
@@ -31,6 +34,11 @@ export const ui = {
   workerBody: $("[data-testid='workers'] tbody"),
   workerCount: byTestId("worker-count"),
   workersEmpty: byTestId("workers-empty"),
+  statsWindow: byTestId("stats-window"),
+  auditBody: $("[data-testid='audit'] tbody"),
+  auditCount: byTestId("audit-count"),
+  auditEmpty: byTestId("audit-empty"),
+  auditTemplate: $("#audit-row-template"),
   versions: byTestId("versions"),
   rowTemplate: $("#worker-row-template"),
   operationTemplate: $("#operation-template"),
@@ -57,17 +65,64 @@ export function showResult(kind, text, status = "") {
   ui.result.textContent = text;
 }
 
+/** What the header says about the connection (kept, so that tick() can age it). */
+const connection = { kind: "idle", retryMs: 0, since: null, error: "" };
+
+/**
+ * kind: idle | connecting | live | retrying | unauthorized | unreachable (the admin app
+ * answers but the router does not). detail: the retry delay in ms (retrying), or
+ * {since, error, retryMs} (unreachable: since when, in Unix seconds, and why).
+ */
 export function setConnection(kind, detail) {
+  connection.kind = kind;
+  connection.retryMs = kind === "retrying" ? (detail ?? 0) : (detail?.retryMs ?? 0);
+  if (kind === "unreachable") {
+    // A later refusal of the stream keeps the since a router event gave, if any.
+    if (Number.isFinite(detail?.since)) connection.since = detail.since;
+    connection.error = detail?.error ?? connection.error;
+  } else {
+    connection.since = null;
+    connection.error = "";
+  }
   ui.connection.dataset.connection = kind;
+  document.body.dataset.stale = kind === "live" ? "false" : "true";
+  renderConnection();
+}
+
+/** Set an element's text only when it changes (a live region announces every change). */
+function say(element, text) {
+  if (element.textContent !== text) element.textContent = text;
+}
+
+function renderConnection() {
+  const { kind, retryMs, since, error } = connection;
+  const retry = `${Math.max(1, Math.round(retryMs / 1000))} s`;
   const texts = {
     idle: "Not connected",
     connecting: "Connecting…",
     live: "Live",
-    retrying: `Reconnecting in ${Math.max(1, Math.round((detail ?? 0) / 1000))} s`,
+    retrying: `Reconnecting in ${retry}`,
     unauthorized: "Token refused",
   };
-  ui.connectionText.textContent = texts[kind] ?? kind;
-  document.body.dataset.stale = kind === "live" ? "false" : "true";
+  let text = texts[kind] ?? kind;
+  if (kind === "unreachable") {
+    const when = Number.isFinite(since) ? ` since ${clockTime(since)}` : "";
+    text = `Router unreachable${when}${retryMs ? `; retrying in ${retry}` : ""}`;
+    ui.connection.dataset.since = Number.isFinite(since) ? String(since) : "";
+    if (Number.isFinite(since)) ui.connection.title = isoTime(since);
+  } else {
+    delete ui.connection.dataset.since;
+    ui.connection.removeAttribute("title");
+  }
+  say(ui.connectionText, text);
+  ui.connectionDetail.hidden = kind !== "unreachable";
+  say(
+    ui.connectionDetail,
+    kind === "unreachable"
+      ? `The admin app cannot reach the router${error ? `: ${error}` : ""}. ` +
+          "The figures below are the last ones it saw; actions will fail until it answers."
+      : "",
+  );
 }
 
 /** aria-disabled (not disabled) keeps a pressed button focused when it turns unavailable. */

@@ -58,9 +58,12 @@ export const STREAM_IDLE_MS = 45000;
 /**
  * The live feed: GET `url` with `headers()`, reconnecting with backoff until stop().
  *
- * Callbacks: onEvent(type, payload) with each event's JSON; onConnection(kind, delayMs)
- * with kind connecting | live (a snapshot arrived) | retrying; onUnauthorized(status,
- * body) on 401 or 403, after which the feed stops until start() is called again.
+ * Callbacks: onEvent(type, payload) with each event's JSON; onConnection(kind, delayMs,
+ * failure) with kind connecting | live (a snapshot arrived) | retrying, and for retrying
+ * why the last attempt ended: {status, code, message} (status 0: no answer or the stream
+ * broke; code and message from the app's error body when it refused the stream);
+ * onUnauthorized(status, body) on 401 or 403, after which the feed stops until start()
+ * is called again.
  */
 export class EventFeed {
   constructor({ url, headers, onEvent, onConnection, onUnauthorized }) {
@@ -100,6 +103,7 @@ export class EventFeed {
       this.onConnection("connecting", 0);
       const controller = new AbortController();
       this.controller = controller;
+      let failure = { status: 0, code: "network", message: "the event stream ended" };
       try {
         const response = await fetch(this.url(), {
           headers: { Accept: "text/event-stream", ...this.headers() },
@@ -112,7 +116,15 @@ export class EventFeed {
           if (current()) this.onUnauthorized(response.status, body);
           return;
         }
-        if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+        if (!response.ok || !response.body) {
+          const error = (await response.json().catch(() => null))?.error;
+          failure = {
+            status: response.status,
+            code: error?.code ?? `http_${response.status}`,
+            message: error?.message ?? response.statusText,
+          };
+          throw new Error(`HTTP ${response.status}`);
+        }
         await this.read(response.body, controller, current, () => {
           attempt = 0;
         });
@@ -126,7 +138,7 @@ export class EventFeed {
       const base = BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)];
       const delay = Math.round(base * (0.8 + Math.random() * 0.4));
       attempt++;
-      this.onConnection("retrying", delay);
+      this.onConnection("retrying", delay, failure);
       await new Promise((resolve) => {
         const timer = window.setTimeout(resolve, delay);
         this.wake = () => {

@@ -3,8 +3,9 @@
  * its throughput chart and the worker actions the command catalogue offers.
  */
 
-import { clockTime, isoTime, naturalOrder, rate, relativeSeconds } from "./format.js";
+import { clockTime, duration, isoTime, naturalOrder, rate, relativeSeconds } from "./format.js";
 import { $, access, clock, setAvailable, ui, VIEWER_WHY } from "./page.js";
+import { errorText, latencyText } from "./stats.js";
 import { drawSparkline, SPARK_SECONDS, ThroughputHistory } from "./throughput.js";
 
 /** Row counts ride on heartbeats (1 s); the chart's right edge waits for them. */
@@ -36,6 +37,8 @@ class WorkerRow {
     this.requests = $(".requests", this.tr);
     this.canvas = $(".spark", this.tr);
     this.rate = $(".rate", this.tr);
+    this.errors = $(".errors", this.tr);
+    this.latency = $(".latency", this.tr);
     this.safe = $(".safe", this.tr);
     this.actionBox = $(".actions", this.tr);
     this.idText.textContent = id;
@@ -46,6 +49,27 @@ class WorkerRow {
     this.requests.dataset.testid = `requests-${id}`;
     this.canvas.dataset.testid = `spark-${id}`;
     this.safe.dataset.testid = `safe-${id}`;
+    this.errors.dataset.testid = `errors-${id}`;
+    this.latency.dataset.testid = `latency-${id}`;
+    this.showStats(null);
+  }
+
+  /** The worker's WorkerStats over the window (null: none known). */
+  showStats(stats) {
+    this.errors.textContent = errorText(stats);
+    this.errors.dataset.errors = stats ? String(stats.errors) : "";
+    this.errors.dataset.requests = stats ? String(stats.requests) : "";
+    this.errors.dataset.bad = String(Boolean(stats?.errors));
+    this.errors.title = stats
+      ? `${stats.errors} answered 5xx and ${stats.refused} 4xx, of ${stats.requests} requests`
+      : "";
+    this.latency.textContent = latencyText(stats);
+    this.latency.dataset.p50 = stats?.latency_p50_s ?? "";
+    this.latency.dataset.p95 = stats?.latency_p95_s ?? "";
+    this.latency.title =
+      stats && stats.generations
+        ? `p50 / p95 of ${stats.generations} generations; mean ${duration(stats.latency_mean_s)}`
+        : "";
   }
 
   /** One button per worker action of the catalogue; a press calls onAction(row, command). */
@@ -141,6 +165,8 @@ export class WorkerTable {
     this.onAction = onAction;
     this.rows = new Map();
     this.actions = [];
+    /** The latest WorkerStats by worker id. */
+    this.stats = {};
   }
 
   /** The catalogue's worker actions, for every row now and every row to come. */
@@ -156,6 +182,7 @@ export class WorkerTable {
     if (row === undefined) {
       row = new WorkerRow(worker.id, new ThroughputHistory());
       row.setActions(this.actions, this.onAction);
+      row.showStats(this.stats[worker.id] ?? null);
       this.rows.set(worker.id, row);
     }
     const at = Number.isFinite(worker.last_heartbeat_at) ? worker.last_heartbeat_at : clock.now();
@@ -197,6 +224,12 @@ export class WorkerTable {
 
   refreshButtons() {
     for (const row of this.rows.values()) row.refreshButtons();
+  }
+
+  /** A WorkerStatsPage: each row shows its worker's figures, or none. */
+  applyStats(page) {
+    this.stats = page?.workers ?? {};
+    for (const [id, row] of this.rows) row.showStats(this.stats[id] ?? null);
   }
 
   tick(now, colours) {

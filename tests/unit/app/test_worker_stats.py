@@ -155,6 +155,20 @@ class TestSampler:
         assert (w0.requests, w0.errors, w0.generations) == (1, 0, 1)
         assert w0.latency_mean_s is not None and w0.latency_p50_s is not None
 
+    def test_an_empty_directory_is_zeros_and_a_failed_read_no_sample(self, tmp_path: Path) -> None:
+        """Before any worker wrote a file the sample is zeros, so what they count next is
+        in the window; a read that fails adds no sample at all."""
+        sampler = WorkerStatsSampler(tmp_path)
+        asyncio.run(sampler.sample_once())
+        write_worker_metrics(tmp_path)
+        asyncio.run(sampler.sample_once())
+        page = sampler.page()
+        assert page.covered_s is not None and page.workers["w0"].requests == 1
+        for path in tmp_path.glob("*.db"):
+            path.write_bytes(b"not a metrics file")
+        asyncio.run(sampler.sample_once())
+        assert sampler.page() == page
+
     def test_without_a_directory_nothing_is_available(self) -> None:
         """No metrics directory: the page says so and the loop ends at once."""
         sampler = WorkerStatsSampler(None)
