@@ -65,7 +65,7 @@ export function showResult(kind, text, status = "") {
   ui.result.textContent = text;
 }
 
-/** What the header says about the connection (kept, so that tick() can age it). */
+/** The connection as the header shows it. */
 const connection = { kind: "idle", retryMs: 0, since: null, error: "" };
 
 /**

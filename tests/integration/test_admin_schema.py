@@ -66,6 +66,8 @@ GENERATED = (
     ("GET", "/api/load"),
     ("GET", "/api/whoami"),
     ("GET", "/api/commands"),
+    ("GET", "/api/audit"),
+    ("GET", "/api/worker_stats"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
