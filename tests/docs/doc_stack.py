@@ -1,15 +1,14 @@
 """The real ``switchboard up`` a doc file's examples run against.
 
 One per doc file that needs it, started at its first example that does: two workers,
-the built-in engine, the default (real) tokenizer, on free loopback ports, in a private
-run directory. The token is the one its serving line's console URL carries.
+the built-in engine, the default (real) tokenizer, on free loopback ports, in the
+private temporary run directory it makes itself. The token is the one its serving
+line's console URL carries.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,19 +39,14 @@ class DocStack:
         problems = self.supervisor.shutdown()
         if problems:
             print(self.supervisor.stderr()[-6000:])
-        shutil.rmtree(self.run_dir.parent, ignore_errors=True)
         return problems
 
 
 def start_stack(cache_dir: Path, log_dir: Path) -> DocStack:
     """``switchboard up --workers 2`` on free ports, serving once this returns."""
-    run_dir = Path(tempfile.mkdtemp(prefix="sb-doc-", dir="/tmp")) / "sb"
-    run_dir.mkdir(mode=0o700)
     port, admin_port = free_port(), free_port()
-    argv = up_argv(
-        "--port", str(port), "--admin-port", str(admin_port), "--run-dir", str(run_dir),
-        "--workers", "2",
-    )  # fmt: skip
+    # No --run-dir: the stack makes and removes its own, as under make run.
+    argv = up_argv("--port", str(port), "--admin-port", str(admin_port), "--workers", "2")
     log_dir.mkdir(parents=True, exist_ok=True)
     supervisor = Supervisor(argv, stack_env(cache_dir), log_dir)
     try:
@@ -63,4 +57,4 @@ def start_stack(cache_dir: Path, log_dir: Path) -> DocStack:
         raise
     found = _TOKEN.search(supervisor.stdout())
     assert found is not None, f"no console token on the serving line: {supervisor.stdout()!r}"
-    return DocStack(port, admin_port, run_dir, found.group(1), supervisor)
+    return DocStack(port, admin_port, supervisor.run_dir, found.group(1), supervisor)

@@ -39,10 +39,10 @@ __all__ = [
 #: Info strings whose blocks are shell examples.
 SHELL_LANGUAGES = frozenset({"sh", "bash", "shell", "console"})
 #: How a marked block is tested (the test module's docstring says what each does).
-KINDS = frozenset({"run", "console", "serve", "check"})
+KINDS = frozenset({"run", "console", "serve", "check", "output"})
 #: Attributes a marker may carry.
 ATTRIBUTES = frozenset(
-    {"stack", "setup", "teardown", "cwd", "probe", "reason", "scratch", "timeout"}
+    {"stack", "setup", "teardown", "cwd", "probe", "reason", "scratch", "timeout", "of"}
 )
 #: A line that runs switchboard or curl: optional prompt, ``VAR=value`` words, a path;
 #: not a line of output such as ``switchboard up: port 8000 ...`` (a word ending in ":").
@@ -97,8 +97,8 @@ class Document:
     problems: tuple[str, ...]
 
     def examples(self) -> list[Block]:
-        """The blocks that need a marker, in document order."""
-        return [block for block in self.blocks if block.needs_marker]
+        """The blocks that need a marker or have one, in document order."""
+        return [block for block in self.blocks if block.needs_marker or block.marker]
 
 
 def parse_marker(body: str) -> Marker:
@@ -106,7 +106,7 @@ def parse_marker(body: str) -> Marker:
     empty one, an unknown kind or attribute, or a word that is not ``key=value``."""
     words = shlex.split(body)
     if not words:
-        raise ValueError("a marker names its kind: run, console, serve or check")
+        raise ValueError("a marker names its kind: run, console, serve, check or output")
     kind, *rest = words
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r} (one of {', '.join(sorted(KINDS))})")

@@ -6,7 +6,8 @@ A :class:`Rewrite` maps, in a command and in the output a doc shows alike:
 
 * the documented ports (:data:`DOC_PORTS`) to the test's, as whole numbers only (``8000``
   in ``localhost:8000`` and ``--port 8000``, not in ``18000`` or ``8000.5``);
-* ``/tmp/sb`` (the docs' run directory) to the stack's run directory, and any other
+* ``/tmp/sb`` (the docs' run directory) and ``/tmp/switchboard-k2x9a1q0`` (one
+  ``switchboard up`` made) to the stack's run directory, and any other
   ``/tmp/NAME``, or a path the marker lists in ``scratch=``, to the same name in the
   block's scratch directory;
 * in commands only, a token placeholder (``…``, ``q8Zr…``) to the stack's token.
@@ -29,6 +30,8 @@ DOC_RUN_DIR = "/tmp/sb"
 _PORT = re.compile(r"(?<![\w.])(" + "|".join(map(str, DOC_PORTS)) + r")(?![\w]|\.\d)")
 _TMP = re.compile(r"(?<![\w.-])/tmp/[\w.-]+")
 _TOKEN = re.compile(r"[\w-]*…")
+#: The temporary run directory switchboard up makes (mkdtemp), as a doc shows one.
+_UP_RUN_DIR = re.compile(r"/tmp/switchboard-[a-z0-9_]{8}")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Rewrite:
 
         def replace(match: re.Match[str]) -> str:
             found = match.group(0)
-            if found == DOC_RUN_DIR:
+            if found == DOC_RUN_DIR or _UP_RUN_DIR.fullmatch(found):
                 return str(self.run_dir)
             return str(self.scratch / found.strip("/").removeprefix("tmp/"))
 

@@ -23,7 +23,7 @@ import httpx
 
 from tests.docs.doc_stack import DocStack
 from tests.docs.markdown_examples import Block, command_lines, console_steps
-from tests.docs.output_match import mismatch
+from tests.docs.output_match import mismatch, normalize
 from tests.docs.rewrite import DOC_PORTS, Rewrite
 from tests.docs.shell import BashRun, run_bash, started_bash
 from tests.docs.static_check import REPO_ROOT, bash_syntax, check_line, simple_commands
@@ -101,7 +101,12 @@ class FileRun:
         problems = self._hook(block.marker.get("setup"), "setup", rewrite, env, cwd)
         if not problems:
             env.update(self.exported)
-            runner = {"run": self._run, "console": self._console, "serve": self._serve}[kind]
+            runner = {
+                "run": self._run,
+                "console": self._console,
+                "serve": self._serve,
+                "output": self._output,
+            }[kind]
             problems = runner(block, rewrite, env, cwd, timeout)
         problems += self._hook(block.marker.get("teardown"), "teardown", rewrite, env, cwd)
         return problems
@@ -158,6 +163,24 @@ class FileRun:
                 problems.append(f"$ {step.command}\n{diff}")
         return problems
 
+    def _output(
+        self, block: Block, rewrite: Rewrite, env: dict[str, str], cwd: Path, timeout: float
+    ) -> list[str]:
+        """``of=serving``: the block is the stack's stdout (its serving line); ``of=log``:
+        each line of the block is a line of the stack's log (stderr)."""
+        assert self.stack is not None and block.marker is not None
+        expected = rewrite.output(block.text)
+        source = block.marker.get("of")
+        if source == "serving":
+            diff = mismatch(expected, self.stack.supervisor.stdout())
+            return [] if diff is None else [f"the serving line:\n{diff}"]
+        if source == "log":
+            log = self.stack.supervisor.stderr()
+            seen = set(normalize(log))
+            absent = [line for line in normalize(expected) if line not in seen]
+            return [f"not in the stack's log: {line}" for line in absent]
+        return [f"output of={source!r}: expected of=serving or of=log"]
+
     def _serve(
         self, block: Block, rewrite: Rewrite, env: dict[str, str], cwd: Path, timeout: float
     ) -> list[str]:
@@ -187,6 +210,8 @@ def check_block(block: Block) -> list[str]:
     """Static checks of every command line of ``block`` (no process started)."""
     assert block.marker is not None
     cwd = REPO_ROOT / block.marker.get("cwd", ".")
+    if block.marker.kind == "output":
+        return []
     if block.marker.kind == "console":
         lines = [step.command.replace("\\\n", " ") for step in console_steps(block.text)]
     else:

@@ -23,6 +23,10 @@ The kinds:
     Each command is a server (a terminal of its own): all start in the background; every
     ``probe=`` URL must answer 200 (``tcp:HOST:PORT``: accept a connection) within the
     timeout; then they are stopped. A ``make run`` line stands for the test's stack.
+``output``
+    Not a command but what the stack printed, for a plain block showing it:
+    ``of=serving`` compares the block with the stack's serving line (as ``console``
+    does), ``of=log`` wants each of its lines (normalized) among the stack's log lines.
 ``check``
     Not run (``reason=`` says why: it takes minutes, needs docker or npm, or starts a
     stack in the foreground); still checked as every block is, below.
@@ -37,7 +41,8 @@ exported and one real ``switchboard up`` (two workers, built-in engine, default
 tokenizer; free loopback ports; started at the first block that needs it). Before a
 block runs, the docs' ports (8000, 8001, 9090, 4318), ``/tmp/sb`` (the stack's run
 directory), other ``/tmp/NAME`` paths (a scratch directory) and token placeholders
-(``…``, ``$T``) become the test's (:mod:`tests.docs.rewrite`); ``SWITCHBOARD_ADMIN_URL``
+(``…``, ``$T``) become the test's (:mod:`tests.docs.rewrite`), and so does a
+``/tmp/switchboard-XXXXXXXX`` run directory, for the stack's own; ``SWITCHBOARD_ADMIN_URL``
 is the stack's admin app, standing for the default. ``stack=own`` blocks start no stack:
 they get fresh ports and a run directory of their own, and every process they leave in
 the background is stopped at the end (SIGTERM; one that needs SIGKILL fails the test).
@@ -134,7 +139,7 @@ def test_examples_hold(doc: str, docs_cache_dir: Path, tmp_path: Path) -> None:
             assert block.marker is not None, f"{block.where}: unmarked"
             if block.marker.kind == "check":
                 continue
-            if block.marker.kind != "console" and (gone := _missing_programs(block)):
+            if block.marker.kind in ("run", "serve") and (gone := _missing_programs(block)):
                 absent.append(f"{block.where} needs {', '.join(gone)}")
                 continue
             failures += [f"{block.where} ({block.marker.kind}): {p}" for p in run.run(block)]

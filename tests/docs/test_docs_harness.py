@@ -160,6 +160,12 @@ class TestRewrite:
             "/tmp/sb/stack.key ipc:///tmp/sb/x /tmp/prom /srv/sb /var/tmp/a"
         ) == ("/tmp/d/sb/stack.key ipc:///tmp/d/sb/x /tmp/d/prom /tmp/d/srv/sb /var/tmp/a")
 
+    def test_a_run_dir_switchboard_up_made(self) -> None:
+        """A doc's /tmp/switchboard-XXXXXXXX is the stack's; /tmp/switchboard-prometheus not."""
+        assert self.rewrite.output("/tmp/switchboard-k2x9a1q0/x /tmp/switchboard-prometheus") == (
+            "/tmp/d/sb/x /tmp/d/switchboard-prometheus"
+        )
+
     def test_token_placeholders_in_commands_only(self) -> None:
         """A command's ``…`` or ``q8Zr…`` is the token; output keeps it for the matcher."""
         assert self.rewrite.command("export T=… U=q8Zr…") == "export T=TOKEN U=TOKEN"
