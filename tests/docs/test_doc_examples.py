@@ -1,8 +1,9 @@
 """The docs test: every shell example in the docs is marked, names what exists, and runs.
 
-Every fenced block of :data:`DOC_FILES` whose language is ``sh``, ``bash``, ``shell`` or
-``console``, or that holds a ``switchboard`` or ``curl`` command line, must be preceded
-by a marker line saying how it is tested (:mod:`tests.docs.markdown_examples`)::
+Every fenced block of every Markdown file (:data:`DOC_FILES`) whose language is ``sh``,
+``bash``, ``shell`` or ``console``, or that holds a ``switchboard`` or ``curl`` command
+line, must be preceded by a marker line saying how it is tested
+(:mod:`tests.docs.markdown_examples`)::
 
     <!-- example: KIND [stack=own] [setup="..."] [teardown="..."] [cwd=DIR]
                        [probe=URL,...] [scratch=PATH,...] [timeout=S] [reason="..."] -->
@@ -65,13 +66,23 @@ from tests.docs.runner import FileRun, check_block
 from tests.docs.static_check import REPO_ROOT, simple_commands
 from tests.integration.harness.polling import missing
 
+
+def _markdown_files() -> tuple[str, ...]:
+    """Every Markdown file of the repository (README.md, docs/*.md, deploy/README.md,
+    dashboards/README.md today), outside hidden and installed directories."""
+    found = []
+    for path in REPO_ROOT.rglob("*.md"):
+        parts = path.relative_to(REPO_ROOT).parts
+        if not any(
+            p.startswith(".") or p in ("node_modules", "build") or p.endswith(".egg-info")
+            for p in parts
+        ):
+            found.append(str(path.relative_to(REPO_ROOT)))
+    return tuple(sorted(found, key=lambda name: (name != "README.md", name)))
+
+
 #: The Markdown files whose examples are held to the code.
-DOC_FILES = (
-    "README.md",
-    *sorted(str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "docs").glob("*.md")),
-    "deploy/README.md",
-    "dashboards/README.md",
-)
+DOC_FILES = _markdown_files()
 
 
 def examples(doc: str) -> list[Block]:
