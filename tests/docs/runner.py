@@ -29,6 +29,7 @@ from tests.docs.shell import BashRun, run_bash, started_bash
 from tests.docs.static_check import REPO_ROOT, bash_syntax, check_line, simple_commands
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import child_env
+from tests.support.eventually import PollTimeout, wait_until
 
 __all__ = ["FileRun", "check_block"]
 
@@ -190,20 +191,29 @@ class FileRun:
         script = "".join(
             f"{_materialize(rewrite.command(line), rewrite, cwd)} &\n" for line in servers
         )
-        probes = (
-            [rewrite.command(url) for url in block.marker.get("probe").split(",") if url]
-            if block.marker
-            else []
-        )
+        assert block.marker is not None
+        probes = [rewrite.command(url) for url in block.marker.get("probe").split(",") if url]
+        if not probes:
+            return ["a serve block names what to probe: probe=URL[,URL...]"]
         with started_bash(script + "wait\n", env, cwd) as (process, output_path, _):
             deadline = time.monotonic() + timeout
             for probe in probes:
-                while not _answers(probe):
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        output = output_path.read_text(errors="replace")
-                        return [f"{probe} did not answer within {timeout:.0f} s:\n{_tail(output)}"]
-                    time.sleep(0.2)
+
+                def answered(probe: str = probe) -> bool:
+                    if process.poll() is not None:
+                        raise _ServerExited(f"exited {process.returncode}")
+                    return _answers(probe)
+
+                try:
+                    wait_until(answered, max(0.0, deadline - time.monotonic()), probe, 0.2)
+                except (PollTimeout, _ServerExited) as error:
+                    output = output_path.read_text(errors="replace")
+                    return [f"{probe}: {error}; the servers' output:\n{_tail(output)}"]
         return []
+
+
+class _ServerExited(Exception):
+    """A serve block's bash ended: one of its servers did not keep running."""
 
 
 def check_block(block: Block) -> list[str]:
