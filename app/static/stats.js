@@ -12,6 +12,7 @@ export const STATS_POLL_MS = 5000;
 
 /** "last 60 s", "last 23 s" or "since the workers started", for a WorkerStatsPage. */
 function coverage(page) {
+  if (Object.keys(page.workers).length === 0) return "no worker has reported any yet";
   if (page.covered_s === null || page.covered_s === undefined) return "since the workers started";
   return `last ${Math.round(Math.min(page.covered_s, page.window_s))} s`;
 }
