@@ -12,7 +12,6 @@ export const STATS_POLL_MS = 5000;
 
 /** "last 60 s", "last 23 s" or "since the workers started", for a WorkerStatsPage. */
 function coverage(page) {
-  if (Object.keys(page.workers).length === 0) return "no worker has reported any yet";
   if (page.covered_s === null || page.covered_s === undefined) return "since the workers started";
   return `last ${Math.round(Math.min(page.covered_s, page.window_s))} s`;
 }
@@ -61,9 +60,15 @@ export class StatsPoller {
   show(page) {
     this.onStats(page);
     ui.statsWindow.dataset.available = String(Boolean(page.available));
-    ui.statsWindow.textContent = page.available
-      ? `Errors (5xx answers) and latency (p50 / p95 of finished generations, arrival to ` +
-        `last token): ${coverage(page)}, from the workers' metrics.`
-      : "Errors and latency are not available: the admin app reads no metrics directory.";
+    if (!page.available) {
+      ui.statsWindow.textContent =
+        "Errors and latency are not available: the admin app reads no metrics directory.";
+    } else if (Object.keys(page.workers).length === 0) {
+      ui.statsWindow.textContent = "Errors and latency: no worker has written metrics yet.";
+    } else {
+      ui.statsWindow.textContent =
+        `Errors (5xx answers) and latency (p50 / p95 of finished generations, arrival to ` +
+        `last token): ${coverage(page)}, from the workers' metrics.`;
+    }
   }
 }
