@@ -103,7 +103,8 @@ class Document:
 
 def parse_marker(body: str) -> Marker:
     """The marker whose comment text (after ``example:``) is ``body``; ValueError on an
-    empty one, an unknown kind or attribute, or a word that is not ``key=value``."""
+    empty one, an unknown kind or attribute, a word that is not ``key=value``, or a
+    ``check`` without its ``reason=``."""
     words = shlex.split(body)
     if not words:
         raise ValueError("a marker names its kind: run, console, serve, check or output")
@@ -118,6 +119,8 @@ def parse_marker(body: str) -> Marker:
         if name not in ATTRIBUTES:
             raise ValueError(f"unknown attribute {name!r} (one of {', '.join(sorted(ATTRIBUTES))})")
         attributes[name] = value
+    if kind == "check" and not attributes.get("reason"):
+        raise ValueError('a check marker says why the block cannot run: reason="..."')
     return Marker(kind, MappingProxyType(attributes))
 
 

@@ -67,6 +67,8 @@ class TestExtract:
             parse_marker("run port=1")
         with pytest.raises(ValueError, match="not key=value"):
             parse_marker("run own")
+        with pytest.raises(ValueError, match="reason="):
+            parse_marker("check")
 
     def test_indented_fence_keeps_its_text_unindented(self) -> None:
         """A fence inside a list item: its body loses the fence's indentation."""
