@@ -52,7 +52,7 @@ class TestExtract:
 
     def test_a_marker_without_a_block_is_a_problem(self) -> None:
         """A marker followed by prose, or at the end of the file, is reported with its line."""
-        text = doc("<!-- example: run -->", "prose", "", "<!-- example: check -->")
+        text = doc("<!-- example: run -->", "prose", "", "<!-- example: check reason=x -->")
         assert extract("a.md", text).problems == (
             "a.md:1: marker with no fenced block right after it",
             "a.md:4: marker with no fenced block right after it",
