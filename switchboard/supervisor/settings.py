@@ -51,6 +51,7 @@ from switchboard.supervisor.sources import (
     Origins,
     SettingNames,
     SettingsError,
+    describe_invalid,
     env_name,
     flag_name,
     read_environment,
@@ -339,23 +340,6 @@ def _reveal(secret: SecretStr | None) -> str | None:
     return None if secret is None else secret.get_secret_value()
 
 
-def _describe(error: ValidationError, origins: Origins) -> str:
-    parts = []
-    for detail in error.errors(include_url=False):
-        location = detail["loc"]
-        message = detail["msg"].removeprefix("Value error, ")
-        if not location:
-            parts.append(message)
-            continue
-        field = str(location[0])
-        if detail["type"] == "extra_forbidden":
-            parts.append(f"unknown setting {field}")
-            continue
-        parts.append(f"{origins.of(field, detail.get('input'))}: {message}")
-    # One line whatever a validator wrote.
-    return "; ".join(parts).replace("\n", " ")
-
-
 def load_settings(
     cli: Mapping[str, Any], *, config_file: str | Path | None = None
 ) -> StackSettings:
@@ -377,7 +361,7 @@ def load_settings(
     try:
         settings = StackSettings(**dict(cli))
     except ValidationError as exc:
-        raise SettingsError(_describe(exc, origins)) from exc
+        raise SettingsError(describe_invalid(exc, origins)) from exc
     finally:
         _LOWER_SOURCES.reset(token)
     settings._origins = origins

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from switchboard.cli.parsing import did_you_mean
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "SettingNames",
     "SettingsError",
     "TomlValues",
+    "describe_invalid",
     "env_name",
     "flag_name",
     "read_environment",
@@ -197,3 +200,22 @@ class Origins:
             written = "(hidden)" if secret else _toml_text(self.toml.values[setting])
             return f"{self.toml.path}: {self.toml.spelt[setting]} = {written}"
         return f"{setting} {value} (default)"
+
+
+def describe_invalid(error: ValidationError, origins: Origins) -> str:
+    """``error`` (the settings' validation) as one line, each value named as the operator
+    gave it (:meth:`Origins.of`); an unknown key is ``unknown setting NAME``."""
+    parts = []
+    for detail in error.errors(include_url=False):
+        location = detail["loc"]
+        message = detail["msg"].removeprefix("Value error, ")
+        if not location:
+            parts.append(message)
+            continue
+        field = str(location[0])
+        if detail["type"] == "extra_forbidden":
+            parts.append(f"unknown setting {field}")
+            continue
+        parts.append(f"{origins.of(field, detail.get('input'))}: {message}")
+    # One line whatever a validator wrote.
+    return "; ".join(parts).replace("\n", " ")
