@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
+from tests.integration.harness.console_page import PageProblems, by_testid
 from tests.integration.harness.polling import REPO_ROOT, missing, wait_until
 
 if TYPE_CHECKING:
@@ -94,22 +95,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminStack]:
             # A test that failed while paused must not leave the drain at shutdown waiting.
             with running.client() as client:
                 client.post("/api/continue", json={"timeout_s": BARRIER_S})
-
-
-@dataclass
-class PageProblems:
-    """Uncaught errors and console errors of a page; a test fails if there are any."""
-
-    errors: list[str] = field(default_factory=list)
-
-    def watch(self, page: Page) -> None:
-        page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
-        page.on("console", self.console_message)
-
-    def console_message(self, message: Any) -> None:
-        # Chromium logs every 4xx answer as "Failed to load resource"; the tests expect some.
-        if message.type == "error" and not message.text.startswith("Failed to load resource"):
-            self.errors.append(f"console.error: {message.text}")
 
 
 @dataclass
@@ -180,10 +165,6 @@ class Screenshots:
             target = REPO_ROOT / "tests" / "artifacts" / "console.png"
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.taken[-1], target)
-
-
-def by_testid(page: Page, name: str) -> Any:
-    return page.get_by_test_id(name)
 
 
 def posted(path: str) -> Any:

@@ -18,6 +18,12 @@ import httpx
 import pytest
 
 from tests.integration.harness.admin_stack import AdminStack
+from tests.integration.harness.console_page import (
+    audit_rows,
+    connect_by_keyboard,
+    tab_to,
+    watched,
+)
 from tests.integration.harness.polling import wait_until
 from tests.integration.test_admin_console import (
     UI_TIMEOUT_MS,
@@ -37,8 +43,6 @@ pytestmark = pytest.mark.integration
 
 __all__ = ["browser", "stack"]
 
-#: Tab presses that reach any control of the page from anywhere (it has about 30).
-MAX_TABS = 80
 #: The admin app samples the workers' metrics every 5 s; workers flush theirs every 1 s.
 STATS_S = 30.0
 #: The poller waits control_timeout_s (5 s) for a stopped router before it gives up.
@@ -46,38 +50,6 @@ UNREACHABLE_S = 20.0
 GENERATE = {"text": "hello", "sampling_params": {"max_new_tokens": 4}}
 #: Refused 400 by whichever worker gets it.
 BAD_GENERATE = {"text": "hello", "sampling_params": {"max_new_tokens": -1}}
-
-
-def tab_to(page: Page, testid: str) -> None:
-    """Press Tab until the control ``testid`` has the focus, and check its focus ring."""
-    for _ in range(MAX_TABS):
-        page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement?.dataset?.testid ?? ''") == testid:
-            ring = page.evaluate(
-                "(() => { const s = getComputedStyle(document.activeElement);"
-                " return [s.outlineStyle, parseFloat(s.outlineWidth)]; })()"
-            )
-            assert ring[0] != "none" and ring[1] >= 2, (testid, ring)
-            return
-    pytest.fail(f"{MAX_TABS} presses of Tab never reached {testid}")
-
-
-def connect_by_keyboard(page: Page, stack: AdminStack, token: str) -> None:
-    """Open the console without a token and type one into the prompt, which has the focus."""
-    from playwright.sync_api import expect
-
-    page.goto(f"{stack.admin_url}/")
-    expect(by_testid(page, "token-input")).to_be_focused()
-    page.keyboard.type(token)
-    page.keyboard.press("Enter")
-    expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
-
-
-def watched(browser: Browser) -> tuple[Page, PageProblems]:
-    problems = PageProblems()
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems.watch(page)
-    return page, problems
 
 
 class TestKeyboard:
@@ -190,16 +162,6 @@ class TestFreezeGc:
             assert not problems.errors, problems.errors
         finally:
             page.close()
-
-
-def audit_rows(page: Page) -> list[dict[str, Any]]:
-    """The audit trail's rows as the page shows them, top to bottom."""
-    rows: list[dict[str, Any]] = page.evaluate(
-        """[...document.querySelectorAll("[data-testid='audit'] tbody tr")].map((tr) => ({
-            seq: Number(tr.dataset.seq), who: tr.dataset.who, action: tr.dataset.action,
-            result: tr.dataset.result, cells: [...tr.cells].map((td) => td.textContent)}))"""
-    )
-    return rows
 
 
 class TestAuditTrail:
