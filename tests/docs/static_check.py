@@ -51,7 +51,7 @@ _TARGET = re.compile(r"^([\w.-]+(?:[ \t]+[\w.-]+)*)[ \t]*:(?!=)", re.MULTILINE)
 
 def make_targets(makefile: str) -> frozenset[str]:
     """The targets a Makefile's text defines (rule heads; variables excluded)."""
-    found = set()
+    found: set[str] = set()
     for match in _TARGET.finditer(makefile):
         found.update(match.group(1).split())
     return frozenset(found)
