@@ -136,7 +136,7 @@ def _known(program: str, path: str) -> bool:
 
 
 @pytest.mark.integration
-# A file's blocks each get up to 30 s (a serve block 45 s), and a stack starts in each.
+# Each block of a file gets its own deadline (30 s unless timeout= says), and a stack starts.
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("doc", [doc for doc in DOC_FILES if _runs(doc)])
 def test_examples_hold(doc: str, docs_cache_dir: Path, tmp_path: Path) -> None:
