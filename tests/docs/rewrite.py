@@ -22,8 +22,9 @@ from pathlib import Path
 
 __all__ = ["DOC_PORTS", "DOC_RUN_DIR", "Rewrite"]
 
-#: The ports the docs use: workers, admin app, Prometheus, an OTLP receiver.
-DOC_PORTS = (8000, 8001, 9090, 4318)
+#: The ports the docs use: workers, admin app, Prometheus, an OTLP receiver, and the
+#: workers' and admin app's in the examples of other ports (operating.md section 10).
+DOC_PORTS = (8000, 8001, 9090, 4318, 9000, 9001)
 #: The run directory the docs use for a stack started by hand.
 DOC_RUN_DIR = "/tmp/sb"
 
