@@ -168,7 +168,9 @@ class Subscription:
     async def next(self, keepalive_s: float) -> bytes | None:
         """The next frame, :data:`KEEPALIVE` after ``keepalive_s`` of quiet, None at the end."""
         try:
-            return await asyncio.wait_for(self._queue.get(), keepalive_s)
+            # asyncio.timeout, not wait_for, which on 3.11 can swallow a cancellation.
+            async with asyncio.timeout(keepalive_s):
+                return await self._queue.get()
         except TimeoutError:
             return None if self.ended else KEEPALIVE
 
@@ -210,7 +212,8 @@ class EventHub:
     async def wait_view(self, timeout_s: float) -> StackView | None:
         """The latest view, waiting up to ``timeout_s`` for the first poll."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._first_view.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._first_view.wait()
         return self.view
 
     def update(self, view: StackView) -> None:

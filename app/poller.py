@@ -24,6 +24,19 @@ __all__ = ["EventPoller"]
 logger = logging.getLogger("switchboard.admin.poller")
 
 
+def _unless_cancelled() -> None:
+    """Raise CancelledError if this task was asked to stop.
+
+    ``asyncio.gather`` hands its awaiter a child's error even when the awaiter was
+    cancelled meanwhile (a read's deadline passing as the cancel lands turns the child's
+    cancellation into a timeout), which would swallow the cancel and keep the loop, and
+    the lifespan waiting for it, going for ever.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class EventPoller:
     """Polls ``router`` every ``interval_s`` and feeds ``hub``; run it as a task."""
 
@@ -62,8 +75,10 @@ class EventPoller:
             try:
                 view = await self.poll_once()
             except ApiException as exc:
+                _unless_cancelled()
                 self._failed(sent_at, exc.message)
             except Exception as exc:  # a view the API's models refuse (version skew): go on
+                _unless_cancelled()
                 if self.reach.reachable is not False:
                     logger.exception("cannot make sense of the router's answer")
                 self._failed(sent_at, f"an answer the admin app cannot read ({exc!r})")
@@ -74,5 +89,9 @@ class EventPoller:
                 self.hub.update(view)
             remaining = self.interval_s - (time.monotonic() - started)
             if remaining > 0:
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that
+                # comes as the wait ends (a mutation's wake during shutdown), and then
+                # this loop outlives the lifespan that cancelled it.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self._wake.wait()

@@ -104,3 +104,43 @@ class TestPollerAnnounces:
                 task.cancel()
 
         asyncio.run(scenario())
+
+
+class TimesOutAsCancelled(FakeRouter):
+    """A read whose deadline passes just as the poller is cancelled: the cancellation
+    reaches the read, which ends with the timeout's ApiException instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = asyncio.Event()
+
+    async def workers(self) -> list[Worker]:
+        self.reading.set()
+        try:
+            await asyncio.sleep(WAIT_S)
+        except asyncio.CancelledError:
+            raise ApiException(504, "router_timeout", "no reply in time") from None
+        return []
+
+    async def status(self) -> Status:
+        await asyncio.sleep(WAIT_S)
+        return self.view
+
+
+class TestPollerStops:
+    def test_a_cancel_that_lands_as_a_read_times_out_still_stops_it(self) -> None:
+        """asyncio.gather hands the poller the read's error, not the cancel: the poller
+        stops all the same (it went on polling, and the admin app's shutdown waited for
+        it without end)."""
+
+        async def scenario() -> None:
+            router = TimesOutAsCancelled()
+            poller = EventPoller(router, EventHub(16), 0.01)  # type: ignore[arg-type]
+            task = asyncio.create_task(poller.run())
+            await asyncio.wait_for(router.reading.wait(), WAIT_S)
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=WAIT_S)
+            assert done, "the poller went on after it was cancelled"
+            assert task.cancelled()
+
+        asyncio.run(scenario())
