@@ -99,7 +99,7 @@ class TestRunDirRefusals:
         shared.chmod(0o777)
         line = refuse(cache_dir, "--run-dir", str(shared), "--port", str(free_port()))
         assert line == (
-            f"switchboard up: run_dir {shared}: mode 0777 lets other users reach the "
+            f"switchboard up: --run-dir {shared}: mode 0777 lets other users reach the "
             f"stack's sockets and key (chmod 700 {shared}, or use another directory)"
         )
         assert list(shared.iterdir()) == []
@@ -108,5 +108,5 @@ class TestRunDirRefusals:
         """A run dir owned by another user (here ``nobody``) is refused, even at 0700."""
         theirs = foreign_directory(tmp_path / "theirs")
         line = refuse(cache_dir, "--run-dir", str(theirs), "--port", str(free_port()))
-        assert line.startswith(f"switchboard up: run_dir {theirs}: owned by uid ")
+        assert line.startswith(f"switchboard up: --run-dir {theirs}: owned by uid ")
         assert line.endswith("use a directory of your own")
