@@ -7,21 +7,21 @@ back to from the environment. A barrier's timeout is held to the range the route
 the admin API accept (:data:`~router_core.limits.MAX_BARRIER_TIMEOUT_S`), so a value the
 server would refuse never leaves the machine.
 
-Importing this module costs the standard library, :mod:`router_core.limits` and
-:mod:`router_core.identifiers` only;
+Importing this module costs the standard library, :mod:`router_core.limits`,
+:mod:`router_core.identifiers` and :mod:`switchboard.argtypes` only;
 checking a URL loads httpx, which the commands load anyway.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from router_core.identifiers import check_worker_id
 from router_core.limits import MAX_BARRIER_TIMEOUT_S
+from switchboard.argtypes import finite_float
 
 __all__ = [
     "DEFAULT_URL",
@@ -47,20 +47,10 @@ TOKEN_ENV: Final = "SWITCHBOARD_ADMIN_TOKEN"  # noqa: S105 (a variable name, not
 _TOKEN_CHARS: Final = frozenset(chr(code) for code in range(0x21, 0x7F))
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
-    return value
-
-
 def barrier_timeout(text: str) -> float:
     """A pause's or continue's ``timeout_s``: ``0 < S <= 600`` seconds, the admin API's
     range (the router's as well)."""
-    value = _seconds(text)
+    value = finite_float(text, expected="seconds")
     if not 0 < value <= MAX_BARRIER_TIMEOUT_S:
         raise argparse.ArgumentTypeError(
             f"must be more than 0 and at most {MAX_BARRIER_TIMEOUT_S:g} seconds (the admin "
@@ -71,7 +61,7 @@ def barrier_timeout(text: str) -> float:
 
 def http_timeout(text: str) -> float:
     """How long a command waits for the admin app's answer: any ``S > 0`` seconds."""
-    value = _seconds(text)
+    value = finite_float(text, expected="seconds")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 from typing import TYPE_CHECKING, TypeVar
 
+from switchboard.argtypes import finite_float
 from switchboard.cli.parsing import OneLineParser
 
 if TYPE_CHECKING:
@@ -55,16 +55,6 @@ class UsageError(Exception):
     """A bad command line or setting: reported in one line, exit status 2."""
 
 
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be finite, got {text}")
-    return value
-
-
 def _whole(text: str) -> int:
     try:
         return int(text)
@@ -81,21 +71,17 @@ def _above_zero(value: Number, text: str, *, or_zero: bool) -> Number:
 
 def positive_float(text: str) -> float:
     """A finite number > 0."""
-    return _above_zero(_finite(text), text, or_zero=False)
+    return _above_zero(finite_float(text), text, or_zero=False)
 
 
 def non_negative_float(text: str) -> float:
     """A finite number >= 0."""
-    return _above_zero(_finite(text), text, or_zero=True)
+    return _above_zero(finite_float(text), text, or_zero=True)
 
 
 def seconds(text: str) -> float:
     """A duration: a finite number of seconds > 0."""
-    try:
-        float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    return positive_float(text)
+    return _above_zero(finite_float(text, expected="seconds"), text, or_zero=False)
 
 
 def positive_int(text: str) -> int:
