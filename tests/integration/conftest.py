@@ -19,6 +19,7 @@ from tests.integration.harness import (
     missing,
     socket_files,
 )
+from tests.integration.harness.admin_stack import AdminStack, admin_stack
 from tests.integration.harness.supervisor import Stacks
 from tests.support.zmq_context import bounded_context
 
@@ -107,3 +108,27 @@ def stacks(cache_dir: Path, tmp_path: Path) -> Iterator[Stacks]:
         for supervisor in owner.started:
             print(supervisor.stderr()[-6000:])
     assert not problems, "\n".join(problems)
+
+
+@pytest.fixture(scope="module")
+def audit_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the module's :func:`audited_stack` writes its admin audit log (it creates it)."""
+    return tmp_path_factory.mktemp("audit") / "admin-audit.jsonl"
+
+
+@pytest.fixture(scope="module")
+def audited_workers() -> int:
+    """How many workers :func:`audited_stack` runs; a module overrides this fixture to
+    change it."""
+    return 2
+
+
+@pytest.fixture(scope="module")
+def audited_stack(
+    tmp_path_factory: pytest.TempPathFactory, audit_file: Path, audited_workers: int
+) -> Iterator[AdminStack]:
+    """One ``switchboard up`` per module: the admin app writing :func:`audit_file`, one
+    detokenizer, :func:`audited_workers` workers. Tests leave it serving and unpaused."""
+    arguments = ("--detokenizers", "1", "--admin-audit-log", str(audit_file))
+    with admin_stack(tmp_path_factory, workers=audited_workers, extra_args=arguments) as running:
+        yield running

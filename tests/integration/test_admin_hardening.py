@@ -15,7 +15,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -27,7 +26,7 @@ import pytest
 from app.headers import API_CSP, CONSOLE_CSP
 from router_core.credentials import KEY_FILE, load_or_create
 from tests.integration.harness import REPO_ROOT, child_env, wait_until
-from tests.integration.harness.admin_stack import AdminStack, admin_stack
+from tests.integration.harness.admin_stack import AdminStack
 from tests.integration.harness.http_stack import free_port
 from tests.integration.test_admin_console import UI_TIMEOUT_MS, PageProblems, browser
 
@@ -47,16 +46,15 @@ FLAT_RSS_BYTES = 16 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def audit_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("audit") / "admin-audit.jsonl"
+def audited_workers() -> int:
+    """One worker: the audit trail test drains and undrains the only one."""
+    return 1
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, audit_file: Path) -> Iterator[AdminStack]:
-    """One stack with one worker and the audit file, left serving and unpaused."""
-    arguments = ("--detokenizers", "1", "--admin-audit-log", str(audit_file))
-    with admin_stack(tmp_path_factory, workers=1, extra_args=arguments) as running:
-        yield running
+def stack(audited_stack: AdminStack) -> AdminStack:
+    """One worker, the admin app and its audit file (conftest's ``audited_stack``)."""
+    return audited_stack
 
 
 def records(audit_file: Path) -> list[dict[str, Any]]:

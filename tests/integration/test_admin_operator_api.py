@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.integration.harness import REPO_ROOT, child_env, wait_until
-from tests.integration.harness.admin_stack import AdminStack, admin_stack
+from tests.integration.harness.admin_stack import AdminStack
 from tests.integration.test_admin_hardening import new_records, records
 
 pytestmark = pytest.mark.integration
@@ -39,16 +39,9 @@ PAUSE_EXAMPLE = 'send a JSON object, such as {"mode":"abort","timeout_s":5.0}'
 
 
 @pytest.fixture(scope="module")
-def audit_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("audit") / "admin-audit.jsonl"
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, audit_file: Path) -> Iterator[AdminStack]:
-    """Two workers, the admin app and its audit file."""
-    arguments = ("--detokenizers", "1", "--admin-audit-log", str(audit_file))
-    with admin_stack(tmp_path_factory, extra_args=arguments) as running:
-        yield running
+def stack(audited_stack: AdminStack) -> AdminStack:
+    """Two workers, the admin app and its audit file (conftest's ``audited_stack``)."""
+    return audited_stack
 
 
 @pytest.fixture
