@@ -39,10 +39,23 @@ __all__ = [
 #: Info strings whose blocks are shell examples.
 SHELL_LANGUAGES = frozenset({"sh", "bash", "shell", "console"})
 #: How a marked block is tested (the test module's docstring says what each does).
-KINDS = frozenset({"run", "console", "serve", "check", "output"})
+KINDS = frozenset({"run", "console", "serve", "check", "output", "file"})
 #: Attributes a marker may carry.
 ATTRIBUTES = frozenset(
-    {"stack", "setup", "teardown", "cwd", "probe", "reason", "scratch", "timeout", "of"}
+    {
+        "stack",
+        "setup",
+        "teardown",
+        "cwd",
+        "probe",
+        "reason",
+        "scratch",
+        "timeout",
+        "of",
+        "servers",
+        "env",
+        "path",
+    }
 )
 #: A line that runs switchboard or curl: optional prompt, ``VAR=value`` words, a path;
 #: not a line of output such as ``switchboard up: port 8000 ...`` (a word ending in ":").
@@ -107,7 +120,7 @@ def parse_marker(body: str) -> Marker:
     ``check`` without its ``reason=``."""
     words = shlex.split(body)
     if not words:
-        raise ValueError("a marker names its kind: run, console, serve, check or output")
+        raise ValueError("a marker names its kind: run, console, serve, check, output or file")
     kind, *rest = words
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r} (one of {', '.join(sorted(KINDS))})")

@@ -8,8 +8,8 @@ A :class:`Rewrite` maps, in a command and in the output a doc shows alike:
   in ``localhost:8000`` and ``--port 8000``, not in ``18000`` or ``8000.5``);
 * ``/tmp/sb`` (the docs' run directory) and ``/tmp/switchboard-k2x9a1q0`` (one
   ``switchboard up`` made) to the stack's run directory, and any other
-  ``/tmp/NAME``, or a path the marker lists in ``scratch=``, to the same name in the
-  block's scratch directory;
+  ``/tmp/NAME``, or a path the marker lists in ``scratch=`` (whole: ``stack.toml`` but
+  not ``my-stack.toml``), to the same name in the block's scratch directory;
 * in commands only, a token placeholder (``…``, ``q8Zr…``) to the stack's token.
 """
 
@@ -22,9 +22,10 @@ from pathlib import Path
 
 __all__ = ["DOC_PORTS", "DOC_RUN_DIR", "Rewrite"]
 
-#: The ports the docs use: workers, admin app, Prometheus, an OTLP receiver, and the
-#: workers' and admin app's in the examples of other ports (operating.md section 10).
-DOC_PORTS = (8000, 8001, 9090, 4318, 9000, 9001)
+#: The ports the docs use: workers, admin app, Prometheus, an OTLP receiver, the
+#: workers' and admin app's in the examples of other ports (operating.md section 10), and
+#: the ports of operating.md's settings precedence example.
+DOC_PORTS = (8000, 8001, 9090, 4318, 9000, 9001, 9100, 9200)
 #: The run directory the docs use for a stack started by hand.
 DOC_RUN_DIR = "/tmp/sb"
 
@@ -49,7 +50,8 @@ class Rewrite:
         # One pass, so that a path rewritten into the scratch directory (itself under
         # /tmp) is not rewritten again.
         listed = [re.escape(path.rstrip("/")) for path in self.scratch_paths if path]
-        pattern = re.compile("|".join([*listed, _TMP.pattern]))
+        whole = [rf"(?<![\w./-]){path}(?![\w.-])" for path in listed]
+        pattern = re.compile("|".join([*whole, _TMP.pattern]))
 
         def replace(match: re.Match[str]) -> str:
             found = match.group(0)

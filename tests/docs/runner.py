@@ -11,19 +11,19 @@ test module's docstring; :meth:`FileRun.run` returns what went wrong, in words.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
-import socket
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-
+from switchboard.text.default_tokenizer import ensure_default_tokenizer
 from tests.docs.doc_stack import DocStack
 from tests.docs.markdown_examples import Block, command_lines, console_steps
 from tests.docs.output_match import mismatch, normalize
+from tests.docs.probes import answers, probe_groups
 from tests.docs.rewrite import DOC_PORTS, Rewrite
 from tests.docs.shell import BashRun, run_bash, started_bash
 from tests.docs.static_check import REPO_ROOT, bash_syntax, check_line, simple_commands
@@ -63,6 +63,11 @@ class FileRun:
         self.exported: dict[str, str] = {}
         self.stack: DocStack | None = None
         self.other_ports = {port: free_port() for port in DOC_PORTS[2:]}
+        #: The names ``file`` blocks wrote: later blocks find them in the scratch directory.
+        self.files: list[str] = []
+        # A model's tokenizer.json for the examples that name one (/models/...): the
+        # built-in tokenizer's file, which is one (setup= copies it where the doc says).
+        self.tokenizer_json = ensure_default_tokenizer(cache_dir)[1]
 
     def close(self) -> list[str]:
         problems = self.stack.close() if self.stack is not None else []
@@ -73,10 +78,15 @@ class FileRun:
         marker = block.marker
         assert marker is not None
         scratch_paths = marker.get("scratch").split(",") if marker.get("scratch") else []
+        scratch_paths += self.files
+        if marker.kind == "file":
+            scratch_paths.append(marker.get("path"))
         env = {k: v for k, v in child_env().items() if not k.startswith("SWITCHBOARD_")}
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
         env["SWITCHBOARD_CACHE_DIR"] = str(self.cache_dir)
-        if marker.get("stack", "file") == "own":
+        env["DOCS_TOKENIZER_JSON"] = self.tokenizer_json
+        # A file block starts no stack: what it writes is read by later blocks' commands.
+        if marker.get("stack", "file") == "own" or marker.kind == "file":
             ports = {8000: free_port(), 8001: free_port(), **self.other_ports}
             own_dir = self.scratch / f"own-{block.line}" / "sb"
             rewrite = Rewrite(ports, own_dir, self.scratch, "", scratch_paths)
@@ -89,6 +99,12 @@ class FileRun:
             # The default admin URL, and the $T the API examples use, stand for this stack's.
             env["SWITCHBOARD_ADMIN_URL"], env["T"] = stack.admin_url, stack.token
         env.update(self.exported)
+        # env= is this block's alone (the defaults a doc relies on, as the test has them).
+        for word in shlex.split(rewrite.command(marker.get("env"))):
+            name, equals, value = word.partition("=")
+            if not equals:
+                raise ValueError(f"{block.where}: env= takes NAME=VALUE words, not {word!r}")
+            env[name] = value
         return rewrite, env, REPO_ROOT / marker.get("cwd", ".")
 
     def run(self, block: Block) -> list[str]:
@@ -107,6 +123,7 @@ class FileRun:
                 "console": self._console,
                 "serve": self._serve,
                 "output": self._output,
+                "file": self._file,
             }[kind]
             problems = runner(block, rewrite, env, cwd, timeout)
         problems += self._hook(block.marker.get("teardown"), "teardown", rewrite, env, cwd)
@@ -182,31 +199,71 @@ class FileRun:
             return [f"not in the stack's log: {line}" for line in absent]
         return [f"output of={source!r}: expected of=serving or of=log"]
 
+    def _file(
+        self, block: Block, rewrite: Rewrite, env: dict[str, str], cwd: Path, timeout: float
+    ) -> list[str]:
+        """``path=NAME``: the block's text, rewritten, becomes ``NAME`` in the scratch
+        directory; later blocks' ``NAME`` is that file."""
+        assert block.marker is not None
+        name = block.marker.get("path")
+        target = Path(rewrite.command(name))
+        if not name or not target.is_relative_to(self.scratch):
+            return [f"a file block names its file: path=NAME (got {name!r})"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(rewrite.output(block.text) + "\n")
+        self.files.append(name)
+        return []
+
     def _serve(
         self, block: Block, rewrite: Rewrite, env: dict[str, str], cwd: Path, timeout: float
     ) -> list[str]:
-        servers = [
-            line for line in command_lines(block.text) if simple_commands(line)[0][0] != "make"
-        ]
-        script = "".join(
-            f"{_materialize(rewrite.command(line), rewrite, cwd)} &\n" for line in servers
-        )
+        """Lines that only set variables (``export``, ``NAME=value``) run first, in every
+        server's shell; every other line is a server. ``servers=together`` (the default):
+        all start at once, and a ``make`` line of a block on the file's stack stands for
+        that stack; ``servers=each``: one at a time, each probed and stopped before the
+        next starts."""
         assert block.marker is not None
-        probes = [rewrite.command(url) for url in block.marker.get("probe").split(",") if url]
-        if not probes:
-            return ["a serve block names what to probe: probe=URL[,URL...]"]
+        marker = block.marker
+        prelude, servers = "", []
+        for line in command_lines(block.text):
+            words = simple_commands(line)
+            if not words or words[0][0] == "export":
+                prelude += _materialize(rewrite.command(line), rewrite, cwd) + "\n"
+            elif words[0][0] != "make" or marker.get("stack", "file") == "own":
+                servers.append(_materialize(rewrite.command(line), rewrite, cwd))
+        try:
+            groups = probe_groups(rewrite.command(marker.get("probe")), len(servers))
+        except ValueError as error:
+            return [str(error)]
+        if not servers or not all(groups):
+            return ["a serve block has a server line and names what to probe: probe=..."]
+        if marker.get("servers", "together") == "together":
+            script = "".join(f"{server} &\n" for server in servers)
+            return self._probe(prelude + script, [p for g in groups for p in g], env, cwd, timeout)
+        problems = []
+        for server, probes in zip(servers, groups, strict=True):
+            found = self._probe(f"{prelude}{server} &\n", probes, env, cwd, timeout)
+            problems += [f"{server}\n  {problem}" for problem in found]
+        return problems
+
+    def _probe(
+        self, script: str, probes: list[str], env: dict[str, str], cwd: Path, timeout: float
+    ) -> list[str]:
+        """Start ``script`` (servers in the background), wait for every probe, stop it."""
         with started_bash(script + "wait\n", env, cwd) as (process, output_path, _):
             deadline = time.monotonic() + timeout
             for probe in probes:
 
                 def answered(probe: str = probe) -> bool:
+                    if answers(probe, output_path):
+                        return True
                     if process.poll() is not None:
                         raise _ServerExited(f"exited {process.returncode}")
-                    return _answers(probe)
+                    return False
 
                 try:
                     wait_until(answered, max(0.0, deadline - time.monotonic()), probe, 0.2)
-                except (PollTimeout, _ServerExited) as error:
+                except (PollTimeout, _ServerExited, ValueError) as error:
                     output = output_path.read_text(errors="replace")
                     return [f"{probe}: {error}; the servers' output:\n{_tail(output)}"]
         return []
@@ -220,7 +277,7 @@ def check_block(block: Block) -> list[str]:
     """Static checks of every command line of ``block`` (no process started)."""
     assert block.marker is not None
     cwd = REPO_ROOT / block.marker.get("cwd", ".")
-    if block.marker.kind == "output":
+    if block.marker.kind in ("output", "file"):
         return []
     if block.marker.kind == "console":
         lines = [step.command.replace("\\\n", " ") for step in console_steps(block.text)]
@@ -230,24 +287,6 @@ def check_block(block: Block) -> list[str]:
     problems = [problem for line in lines for problem in check_line(line, cwd, parse=parse)]
     syntax = bash_syntax("\n".join(lines))
     return problems + ([f"bash -n: {syntax}"] if syntax else [])
-
-
-def _answers(probe: str) -> bool:
-    """An ``http(s)://`` URL answering 200 (with ``URL~TEXT``: a body holding TEXT), or
-    ``tcp:HOST:PORT`` accepting a connection."""
-    if probe.startswith("tcp:"):
-        host, _, port = probe.removeprefix("tcp:").rpartition(":")
-        try:
-            socket.create_connection((host, int(port)), timeout=1).close()
-        except OSError:
-            return False
-        return True
-    url, _, text = probe.partition("~")
-    try:
-        response = httpx.get(url, timeout=2.0, trust_env=False)
-    except httpx.HTTPError:
-        return False
-    return response.status_code == 200 and text in response.text
 
 
 def _materialize(script: str, rewrite: Rewrite, cwd: Path) -> str:

@@ -5,8 +5,9 @@ Every fenced block of every Markdown file (:data:`DOC_FILES`) whose language is 
 line, must be preceded by a marker line saying how it is tested
 (:mod:`tests.docs.markdown_examples`)::
 
-    <!-- example: KIND [stack=own] [setup="..."] [teardown="..."] [cwd=DIR]
-                       [probe=URL,...] [scratch=PATH,...] [timeout=S] [reason="..."] -->
+    <!-- example: KIND [stack=own] [setup="..."] [teardown="..."] [cwd=DIR] [env="N=V ..."]
+                       [probe=...] [servers=each] [scratch=PATH,...] [path=NAME]
+                       [timeout=S] [reason="..."] -->
 
 The kinds:
 
@@ -21,16 +22,26 @@ The kinds:
     change of wording, columns, rows or fields fails, another pid does not. The exit
     status is part of the output where the doc shows ``$ echo $?``.
 ``serve``
-    Each command is a server (a terminal of its own): all start in the background; every
-    ``probe=`` URL must answer 200 (``tcp:HOST:PORT``: accept a connection) within the
-    timeout; then they are stopped. A ``make run`` line stands for the test's stack.
+    Each command is a server (a terminal of its own), except lines that only set
+    variables (``export``, ``NAME=value``), which every server's shell runs first. All
+    servers start in the background, every ``probe=`` must be satisfied within the
+    timeout (:mod:`tests.docs.probes`: an HTTP 200, a TCP or Unix socket accepting, a
+    text in the servers' output), then they are stopped. With ``servers=each`` they run
+    one at a time instead, each with its own probes (``probe=A|B``: ``A`` for the first
+    line, ``B`` for the second) and its own timeout, stopped before the next starts (for
+    alternatives on one port). On the file's stack a ``make run`` line stands for that
+    stack; in a ``stack=own`` block it runs.
+``file``
+    Not a command but a file the doc shows (a ``stack.toml``): its text, rewritten,
+    becomes ``path=NAME`` in the file's scratch directory, and later blocks' ``NAME`` is
+    that file.
 ``output``
     Not a command but what the stack printed, for a plain block showing it:
     ``of=serving`` compares the block with the stack's serving line (as ``console``
     does), ``of=log`` wants each of its lines (normalized) among the stack's log lines.
 ``check``
-    Not run (``reason=`` says why: it takes minutes, needs docker or npm, or starts a
-    stack in the foreground); still checked as every block is, below.
+    Not run (``reason=`` says why: it takes minutes, needs docker or npm and the
+    network, or is the suite itself); still checked as every block is, below.
 
 Every block of every kind is also checked statically (:mod:`tests.docs.static_check`):
 ``bash -n``; each ``switchboard`` line parsed by the real argparse parser; each ``make``
@@ -40,14 +51,18 @@ lists; each repository path existing.
 Blocks run in document order within a file, sharing the variables earlier blocks
 exported and one real ``switchboard up`` (two workers, built-in engine, default
 tokenizer; free loopback ports; started at the first block that needs it). Before a
-block runs, the docs' ports (8000, 8001, 9090, 4318), ``/tmp/sb`` (the stack's run
-directory), other ``/tmp/NAME`` paths (a scratch directory) and token placeholders
-(``…``, ``$T``) become the test's (:mod:`tests.docs.rewrite`), and so does a
-``/tmp/switchboard-XXXXXXXX`` run directory, for the stack's own; ``SWITCHBOARD_ADMIN_URL``
-is the stack's admin app, standing for the default. ``stack=own`` blocks start no stack:
-they get fresh ports and a run directory of their own, and every process they leave in
-the background is stopped at the end (SIGTERM; one that needs SIGKILL fails the test).
-``setup=``/``teardown=`` are hidden commands run before and after the block.
+block runs, the docs' ports (:data:`tests.docs.rewrite.DOC_PORTS`: 8000, 8001, 9090,
+4318, ...), ``/tmp/sb`` (the stack's run directory), other ``/tmp/NAME`` paths (a scratch
+directory) and token placeholders (``…``, ``$T``) become the test's
+(:mod:`tests.docs.rewrite`), and so does a ``/tmp/switchboard-XXXXXXXX`` run directory,
+for the stack's own; ``SWITCHBOARD_ADMIN_URL`` is the stack's admin app, standing for the
+default. ``stack=own`` blocks start no stack: they get fresh ports and a run directory of
+their own, and every process they leave in the background is stopped at the end
+(SIGTERM; one that needs SIGKILL fails the test). ``setup=``/``teardown=`` are hidden
+commands run before and after the block; ``env=`` sets variables for the block alone,
+rewritten like its commands (``env="SWITCHBOARD_PORT=8000"``: a default port, as the
+test has it). ``$DOCS_TOKENIZER_JSON`` is a real ``tokenizer.json`` (the built-in one),
+for the setup of examples that name a model's (``/models/NAME``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ and the static checks (no stack, no shell beyond ``bash -n``)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tests.docs.markdown_examples import (
     parse_marker,
 )
 from tests.docs.output_match import mismatch, normalize, normalize_line
+from tests.docs.probes import answers, probe_groups
 from tests.docs.rewrite import Rewrite
 from tests.docs.static_check import bash_syntax, check_line, make_targets, simple_commands
 
@@ -168,6 +170,17 @@ class TestRewrite:
             "/tmp/d/sb/x /tmp/d/switchboard-prometheus"
         )
 
+    def test_listed_paths_whole(self) -> None:
+        """A scratch= name is rewritten where it stands alone or begins a path, not
+        inside another name."""
+        rewrite = Rewrite({}, Path("/tmp/d/sb"), Path("/tmp/d"), "", ["stack.toml", "/models/m"])
+        assert rewrite.output("--config stack.toml my-stack.toml stack.toml.bak") == (
+            "--config /tmp/d/stack.toml my-stack.toml stack.toml.bak"
+        )
+        assert rewrite.output('"/models/m" /models/m/tokenizer.json /models/mm') == (
+            '"/tmp/d/models/m" /tmp/d/models/m/tokenizer.json /models/mm'
+        )
+
     def test_token_placeholders_in_commands_only(self) -> None:
         """A command's ``…`` or ``q8Zr…`` is the token; output keeps it for the matcher."""
         assert self.rewrite.command("export T=… U=q8Zr…") == "export T=TOKEN U=TOKEN"
@@ -212,3 +225,34 @@ class TestStaticCheck:
         """bash -n accepts a script and names the problem of a broken one."""
         assert bash_syntax("ls &\nwait\n") is None
         assert bash_syntax("if true; then\n") is not None
+
+
+class TestProbes:
+    def test_one_list_for_every_server_or_one_each(self) -> None:
+        """probe= is one comma list for all server lines, or a '|'-separated list each."""
+        assert probe_groups("a,b", 2) == [["a", "b"], ["a", "b"]]
+        assert probe_groups("a|b,c", 2) == [["a"], ["b", "c"]]
+        with pytest.raises(ValueError, match=r"2 '\|'-separated lists for 3"):
+            probe_groups("a|b", 3)
+
+    def test_output_unix_socket_and_tcp(self, tmp_path: Path) -> None:
+        """out: reads the servers' output; ipc: and tcp: want a listener; an unknown kind
+        is an error, not a probe that never answers."""
+
+        output = tmp_path / "output"
+        output.write_text("event: snapshot\n")
+        assert answers("out:event: snapshot", output)
+        assert not answers("out:event: pause", output)
+        path = tmp_path / "engine"
+        assert not answers(f"ipc:{path}", output)
+        with socket.socket(socket.AF_UNIX) as unix, socket.socket() as tcp:
+            unix.bind(str(path))
+            unix.listen()
+            assert answers(f"ipc:{path}", output)
+            tcp.bind(("127.0.0.1", 0))
+            port = tcp.getsockname()[1]
+            assert not answers(f"tcp:127.0.0.1:{port}", output)
+            tcp.listen()
+            assert answers(f"tcp:127.0.0.1:{port}", output)
+        with pytest.raises(ValueError, match="expected http"):
+            answers("udp:1", output)
