@@ -18,23 +18,11 @@ from app.errors import ApiException
 from app.events import EventHub, StackView, sse_frame
 from app.router_api import RouterApi
 from app.router_reach import RouterReach
+from app.task_groups import both
 
 __all__ = ["EventPoller"]
 
 logger = logging.getLogger("switchboard.admin.poller")
-
-
-def _unless_cancelled() -> None:
-    """Raise CancelledError if this task was asked to stop.
-
-    ``asyncio.gather`` hands its awaiter a child's error even when the awaiter was
-    cancelled meanwhile (a read's deadline passing as the cancel lands turns the child's
-    cancellation into a timeout), which would swallow the cancel and keep the loop, and
-    the lifespan waiting for it, going for ever.
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 class EventPoller:
@@ -63,8 +51,10 @@ class EventPoller:
         self._wake.set()
 
     async def poll_once(self) -> StackView:
-        """Read the router once; ApiException if it does not answer."""
-        workers, status = await asyncio.gather(self.router.workers(), self.router.status())
+        """Read the router once; ApiException if it does not answer. Cancelled meanwhile,
+        it raises CancelledError, never a read's error, so :meth:`run` stops
+        (:func:`app.task_groups.both`)."""
+        workers, status = await both(self.router.workers(), self.router.status())
         return StackView(workers={worker.id: worker for worker in workers}, status=status)
 
     async def run(self) -> None:
@@ -75,10 +65,8 @@ class EventPoller:
             try:
                 view = await self.poll_once()
             except ApiException as exc:
-                _unless_cancelled()
                 self._failed(sent_at, exc.message)
             except Exception as exc:  # a view the API's models refuse (version skew): go on
-                _unless_cancelled()
                 if self.reach.reachable is not False:
                     logger.exception("cannot make sense of the router's answer")
                 self._failed(sent_at, f"an answer the admin app cannot read ({exc!r})")

@@ -12,13 +12,13 @@ as the client's own actor (``admin``).
 
 from __future__ import annotations
 
-import asyncio
 from typing import TypeVar
 
 import msgspec
 
 from app.errors import from_control_error
 from app.models import FreezeGcResult, Load, Operation, PauseMode, Status, Worker
+from app.task_groups import both
 from app.views import freeze_gc_of, load_of, operation_of, status_of, worker_of, workers_of
 from router_core.control import AsyncControlClient, ControlCommand, ControlError
 from router_core.control.commands import (
@@ -83,7 +83,7 @@ class RouterApi:
 
     async def status(self) -> Status:
         """The router's status with the engine's load."""
-        status, load = await asyncio.gather(self.call(STATUS), self.call(LOAD))
+        status, load = await both(self.call(STATUS), self.call(LOAD))
         return status_of(status, load, self.admin_version)
 
     async def pause(self, mode: PauseMode, timeout_s: float, *, by: str = "") -> Operation:

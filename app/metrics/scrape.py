@@ -21,6 +21,7 @@ from prometheus_client.core import Metric
 
 from app.metrics.exposition import merge_families, multiprocess_families, render
 from app.metrics.families import router_families, router_up_family, worker_ids_by_address
+from app.task_groups import every
 from router_core.control import AsyncControlClient, ControlCommand, ControlError
 from router_core.control.commands import DETOK_METRICS, METRICS
 from router_core.control.replies import RouterMetrics, TokenizerRouterMetrics
@@ -98,7 +99,7 @@ class HostMetrics:
         snapshots = dict(
             zip(
                 names,
-                await asyncio.gather(*(self._read(name, self.routers[name]) for name in names)),
+                await every(self._read(name, self.routers[name]) for name in names),
                 strict=True,
             )
         )

@@ -119,7 +119,7 @@ class TimesOutAsCancelled(FakeRouter):
         try:
             await asyncio.sleep(WAIT_S)
         except asyncio.CancelledError:
-            raise ApiException(504, "router_timeout", "no reply in time") from None
+            raise ApiException(504, "timeout", "no reply in time") from None
         return []
 
     async def status(self) -> Status:
@@ -129,8 +129,8 @@ class TimesOutAsCancelled(FakeRouter):
 
 class TestPollerStops:
     def test_a_cancel_that_lands_as_a_read_times_out_still_stops_it(self) -> None:
-        """asyncio.gather hands the poller the read's error, not the cancel: the poller
-        stops all the same (it went on polling, and the admin app's shutdown waited for
+        """The read ends with its own error, not the cancel: the poller stops all the same
+        (with asyncio.gather it went on polling, and the admin app's shutdown waited for
         it without end)."""
 
         async def scenario() -> None:
