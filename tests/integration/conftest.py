@@ -7,6 +7,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import zmq
@@ -20,8 +21,12 @@ from tests.integration.harness import (
     socket_files,
 )
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
+from tests.integration.harness.console_page import chromium
 from tests.integration.harness.supervisor import Stacks
 from tests.support.zmq_context import bounded_context
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 @pytest.fixture(scope="session")
@@ -132,3 +137,11 @@ def audited_stack(
     arguments = ("--detokenizers", "1", "--admin-audit-log", str(audit_file))
     with admin_stack(tmp_path_factory, workers=audited_workers, extra_args=arguments) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, one per module; missing chromium or playwright fails
+    under CI=true."""
+    with chromium() as launched:
+        yield launched

@@ -6,7 +6,8 @@ arrives on ``/api/events``. A pause in place must freeze a streaming ``/generate
 started just before it, Continue must let it finish, and a drained worker must reach
 ``drained`` with ``safe_to_delete``, all seen in the page itself. A straggler, a viewer's
 token and the catalogue's actions are in ``test_admin_console_actions.py``, the console's
-own modules in ``test_admin_console_modules.py``; both use this module's fixtures.
+own modules in ``test_admin_console_modules.py``, what it gained for the operator in
+``test_admin_console_operator.py``; they use this module's ``stack`` fixture.
 
 Screenshots go to the test's tmp dir; with ``SWITCHBOARD_TEST_ARTIFACTS`` set the last one
 is also copied to ``tests/artifacts/console.png``.
@@ -20,6 +21,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,29 +30,21 @@ import httpx
 import pytest
 
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
-from tests.integration.harness.console_page import PageProblems, by_testid
-from tests.integration.harness.polling import REPO_ROOT, missing, wait_until
+from tests.integration.harness.console_page import (
+    UI_TIMEOUT_MS,
+    barrier_answer,
+    by_testid,
+    console_page,
+    live_worker_ids,
+    posted,
+)
+from tests.integration.harness.polling import REPO_ROOT, wait_until
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page, Response
+    from playwright.sync_api import Browser, Page
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = Path("/usr/bin/chromium")
-#: See TOOLCHAIN.md: Debian's chromium runs without ``playwright install``.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-default-apps",
-    "--disable-extensions",
-    "--no-default-browser-check",
-]
 #: The engine steps every 20 ms, so 64 tokens take about 1.3 s unless paused.
 STEP_TIME_S = 0.02
 TOKENS = 64
@@ -60,29 +54,8 @@ PAUSED_WINDOW_S = 1.0
 #: Rows of the last step before the pause may still be on their way after the barrier's
 #: acknowledgement (engine -> detokenizer -> worker -> client); they settle first.
 SETTLE_S = 0.5
-#: Playwright's wait for anything the page should show (events arrive within a second).
-UI_TIMEOUT_MS = 10_000
 BARRIER_S = 5.0
 ARTIFACTS_ENV = "SWITCHBOARD_TEST_ARTIFACTS"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless; missing chromium or playwright fails under CI=true."""
-    if not CHROMIUM.exists():
-        missing(f"Debian's chromium at {CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing("the playwright package (pip install -e '.[test]')")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture(scope="module")
@@ -159,40 +132,23 @@ class Screenshots:
         self.taken.append(path)
         return path
 
+    @contextmanager
+    def recording(self, page: Page) -> Iterator[None]:
+        """A screenshot of ``page`` if the block fails; the last one published either way."""
+        try:
+            yield
+        except BaseException:
+            self.take(page, "failure")
+            raise
+        finally:
+            self.publish()
+
     def publish(self) -> None:
         """Copy the last screenshot to tests/artifacts/console.png if the env asks for it."""
         if self.taken and os.environ.get(ARTIFACTS_ENV):
             target = REPO_ROOT / "tests" / "artifacts" / "console.png"
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.taken[-1], target)
-
-
-def posted(path: str) -> Any:
-    """A predicate for ``page.expect_response``: the console's POST to ``path``."""
-    return lambda response: (
-        response.request.method == "POST" and httpx.URL(response.url).path == path
-    )
-
-
-def live_worker_ids(stack: AdminStack) -> list[str]:
-    with stack.client() as client:
-        workers = client.get("/api/workers").raise_for_status().json()["workers"]
-    return sorted(worker["id"] for worker in workers if worker["state"] != "dead")
-
-
-def open_console(browser: Browser, stack: AdminStack, token: str, width: int = 1280) -> Page:
-    page = browser.new_page(viewport={"width": width, "height": 900})
-    page.goto(f"{stack.admin_url}/#token={token}")
-    return page
-
-
-def barrier_answer(response: Response, workers: list[str]) -> dict[str, Any]:
-    """The console's POST was answered 200, acknowledged by the engine and each worker."""
-    assert response.status == 200, (response.status, response.text())
-    outcome: dict[str, Any] = response.json()
-    assert outcome["complete"] is True and outcome["stragglers"] == [], outcome
-    assert sorted(outcome["acked"]) == sorted(["engine", *workers]), outcome
-    return outcome
 
 
 class TestOperatorConsole:
@@ -208,10 +164,10 @@ class TestOperatorConsole:
 
         expect.set_options(timeout=UI_TIMEOUT_MS)
         shots = Screenshots(tmp_path)
-        problems = PageProblems()
-        page = open_console(browser, stack, stack.operator_token)
-        problems.watch(page)
-        try:
+        with (
+            console_page(browser, stack, stack.operator_token) as (page, problems),
+            shots.recording(page),
+        ):
             workers = live_worker_ids(stack)
             assert len(workers) == 2, workers
 
@@ -293,12 +249,6 @@ class TestOperatorConsole:
             page.set_viewport_size({"width": 1280, "height": 900})
             assert not problems.errors, problems.errors
             shots.take(page, "final")
-        except BaseException:
-            shots.take(page, "failure")
-            raise
-        finally:
-            shots.publish()
-            page.close()
 
     def drain_and_undrain(self, page: Page, worker: str, shots: Screenshots) -> None:
         """Drain ``worker`` from its row until the row shows drained and safe to delete,

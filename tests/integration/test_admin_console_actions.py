@@ -1,7 +1,7 @@
 """The console's actions in a real browser against a real stack: a barrier that times out
 names its straggler, a viewer's token sees every action unavailable, a refused token asks
 again, and each action of the command catalogue is offered where its scope says (Freeze
-GC included). Fixtures and helpers come from ``test_admin_console.py``.
+GC included). The stack comes from ``test_admin_console.py``.
 """
 
 from __future__ import annotations
@@ -14,24 +14,22 @@ import pytest
 
 from app.catalogue import COMMANDS
 from tests.integration.harness.admin_stack import AdminStack
-from tests.integration.test_admin_console import (
+from tests.integration.harness.console_page import (
     UI_TIMEOUT_MS,
-    PageProblems,
     barrier_answer,
-    browser,
     by_testid,
+    console_page,
     live_worker_ids,
-    open_console,
     posted,
-    stack,
 )
+from tests.integration.test_admin_console import stack
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["browser", "stack"]
+__all__ = ["stack"]
 
 
 class TestConsoleActions:
@@ -48,8 +46,7 @@ class TestConsoleActions:
         straggler = workers[-1]
         with stack.client() as client:
             pid = client.get(f"/api/workers/{straggler}").raise_for_status().json()["pid"]
-        page = open_console(browser, stack, stack.operator_token)
-        try:
+        with console_page(browser, stack, stack.operator_token) as (page, _):
             expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
             page.get_by_label("Pause mode").select_option("abort")
             page.get_by_label("Timeout (s)").fill("1")
@@ -78,8 +75,6 @@ class TestConsoleActions:
             expect(by_testid(page, f"worker-row-{straggler}")).to_have_attribute(
                 "data-state", "serving"
             )
-        finally:
-            page.close()
 
     def test_viewer_token_is_refused_actions_and_bad_token_asks_again(
         self, browser: Browser, stack: AdminStack
@@ -91,11 +86,8 @@ class TestConsoleActions:
         from playwright.sync_api import expect
 
         expect.set_options(timeout=UI_TIMEOUT_MS)
-        problems = PageProblems()
-        page = open_console(browser, stack, stack.viewer_token)
-        try:
+        with console_page(browser, stack, stack.viewer_token) as (page, problems):
             expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
-            problems.watch(page)
             expect(by_testid(page, "viewer-note")).to_be_visible()
             expect(by_testid(page, "pause-button")).to_have_attribute("aria-disabled", "true")
             posts: list[str] = []
@@ -117,8 +109,6 @@ class TestConsoleActions:
             expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
             expect(by_testid(page, "token-panel")).to_be_hidden()
             assert not problems.errors, problems.errors
-        finally:
-            page.close()
 
     def test_the_catalogues_actions_are_offered_and_freeze_gc_runs(
         self, browser: Browser, stack: AdminStack
@@ -130,8 +120,7 @@ class TestConsoleActions:
 
         expect.set_options(timeout=UI_TIMEOUT_MS)
         workers = live_worker_ids(stack)
-        page = open_console(browser, stack, stack.operator_token)
-        try:
+        with console_page(browser, stack, stack.operator_token) as (page, _):
             expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
             for entry in COMMANDS:
                 if entry.console is None:
@@ -152,11 +141,6 @@ class TestConsoleActions:
             result = by_testid(page, "op-result")
             expect(result).to_have_attribute("data-kind", "ok")
             expect(result).to_contain_text("Freeze GC: frozen in tokenizer_router")
-        finally:
-            page.close()
-        page = open_console(browser, stack, stack.viewer_token)
-        try:
+        with console_page(browser, stack, stack.viewer_token) as (page, _):
             expect(by_testid(page, "viewer-note")).to_be_visible()
             expect(by_testid(page, "freeze-gc-button")).to_have_attribute("aria-disabled", "true")
-        finally:
-            page.close()

@@ -1,5 +1,5 @@
 """The console's own modules (the SSE parser, the throughput bins), loaded in a real
-browser from the admin app of a real stack. Fixtures come from ``test_admin_console.py``.
+browser from the admin app of a real stack (``test_admin_console.py``'s).
 """
 
 from __future__ import annotations
@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.integration.harness.admin_stack import AdminStack
-from tests.integration.test_admin_console import browser, stack
+from tests.integration.harness.console_page import console_page
+from tests.integration.test_admin_console import stack
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["browser", "stack"]
+__all__ = ["stack"]
 
 
 #: Comments, CRLF and CR line ends, multi-line data, a field without its space, and an
@@ -45,9 +46,7 @@ class TestConsoleModules:
     ) -> None:
         """Fed in chunks of every size from 1 byte to the whole text, the parser yields
         exactly the same events (a CRLF split between chunks included)."""
-        page = browser.new_page()
-        try:
-            page.goto(f"{stack.admin_url}/")
+        with console_page(browser, stack) as (page, _):
             outcomes = page.evaluate(
                 """async (text) => {
                     const { SseParser } = await import("/static/sse.js");
@@ -64,8 +63,6 @@ class TestConsoleModules:
                 }""",
                 SSE_TEXT,
             )
-        finally:
-            page.close()
         assert len(outcomes) == len(SSE_TEXT)
         wrong = {size + 1: seen for size, seen in enumerate(outcomes) if seen != SSE_EVENTS}
         assert not wrong, wrong
@@ -76,9 +73,7 @@ class TestConsoleModules:
         """Counts rising 50 a second read as 50/s bins (none before the first sample); a
         count that stood still between sparse samples reads as zeros then the rise in the
         last second; a count that went down (a restarted worker) starts over."""
-        page = browser.new_page()
-        try:
-            page.goto(f"{stack.admin_url}/")
+        with console_page(browser, stack) as (page, _):
             steady, gap, restarted = page.evaluate(
                 """async () => {
                     const { ThroughputHistory } = await import("/static/throughput.js");
@@ -91,8 +86,6 @@ class TestConsoleModules:
                     return [steady, gap, history.bins(1021)];
                 }"""
             )
-        finally:
-            page.close()
         assert steady == [None] * 50 + [50] * 10
         assert gap == [0] * 9 + [30]
         assert restarted == [None] * 60

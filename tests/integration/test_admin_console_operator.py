@@ -2,8 +2,8 @@
 real stack: every action by keyboard alone with a visible focus ring, Freeze GC for an
 operator and refused for a viewer, the audit trail live, each worker's errors and latency
 in the table, and "router unreachable" (since when, why) instead of Live while the router
-does not answer. Fixtures and helpers come from ``test_admin_console.py``; each test also
-fails on any page error, a CSP violation included.
+does not answer. The stack comes from ``test_admin_console.py``; each test also fails on
+any page error, a CSP violation included.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 import os
 import signal
 import time
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -19,29 +20,24 @@ import pytest
 
 from tests.integration.harness.admin_stack import AdminStack
 from tests.integration.harness.console_page import (
+    UI_TIMEOUT_MS,
     audit_rows,
+    by_testid,
     connect_by_keyboard,
+    console_page,
+    live_worker_ids,
+    posted,
     tab_to,
-    watched,
 )
 from tests.integration.harness.polling import wait_until
-from tests.integration.test_admin_console import (
-    UI_TIMEOUT_MS,
-    PageProblems,
-    browser,
-    by_testid,
-    live_worker_ids,
-    open_console,
-    posted,
-    stack,
-)
+from tests.integration.test_admin_console import stack
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["browser", "stack"]
+__all__ = ["stack"]
 
 #: The admin app samples the workers' metrics every 5 s; workers flush theirs every 1 s.
 STATS_S = 30.0
@@ -61,9 +57,8 @@ class TestKeyboard:
 
         expect.set_options(timeout=UI_TIMEOUT_MS)
         worker = live_worker_ids(stack)[-1]
-        page, problems = watched(browser)
-        try:
-            connect_by_keyboard(page, stack, stack.operator_token)
+        with console_page(browser, stack) as (page, problems):
+            connect_by_keyboard(page, stack.operator_token)
             expect(by_testid(page, f"drain-{worker}")).to_have_attribute("aria-disabled", "false")
 
             tab_to(page, "skip-link")
@@ -114,8 +109,6 @@ class TestKeyboard:
             expect(by_testid(page, "token-input")).to_be_focused()
             expect(by_testid(page, "connection")).to_have_attribute("data-connection", "idle")
             assert not problems.errors, problems.errors
-        finally:
-            page.close()
 
 
 class TestFreezeGc:
@@ -127,9 +120,8 @@ class TestFreezeGc:
         from playwright.sync_api import expect
 
         expect.set_options(timeout=UI_TIMEOUT_MS)
-        page, problems = watched(browser)
-        try:
-            connect_by_keyboard(page, stack, stack.operator_token)
+        with console_page(browser, stack) as (page, problems):
+            connect_by_keyboard(page, stack.operator_token)
             tab_to(page, "freeze-gc-button")
             with page.expect_response(posted("/api/freeze_gc")) as answer:
                 page.keyboard.press("Enter")
@@ -143,11 +135,8 @@ class TestFreezeGc:
                 f"forwarded to {', '.join(body['forwarded_to'])}."
             )
             assert not problems.errors, problems.errors
-        finally:
-            page.close()
-        page, problems = watched(browser)
-        try:
-            connect_by_keyboard(page, stack, stack.viewer_token)
+        with console_page(browser, stack) as (page, problems):
+            connect_by_keyboard(page, stack.viewer_token)
             expect(by_testid(page, "viewer-note")).to_be_visible()
             button = by_testid(page, "freeze-gc-button")
             expect(button).to_have_attribute("aria-disabled", "true")
@@ -160,8 +149,6 @@ class TestFreezeGc:
             )
             assert posts == [], "a viewer's Freeze GC must not call the API"
             assert not problems.errors, problems.errors
-        finally:
-            page.close()
 
 
 class TestAuditTrail:
@@ -177,9 +164,8 @@ class TestAuditTrail:
 
         expect.set_options(timeout=UI_TIMEOUT_MS)
         worker = live_worker_ids(stack)[0]
-        page, problems = watched(browser)
-        try:
-            connect_by_keyboard(page, stack, stack.viewer_token)
+        with console_page(browser, stack) as (page, problems):
+            connect_by_keyboard(page, stack.viewer_token)
             with stack.client() as ops, stack.client(stack.viewer_token) as viewer:
                 before = ops.get("/api/audit?limit=1").json()["total"]
                 assert ops.post(f"/api/workers/{worker}/drain").status_code == 200
@@ -214,8 +200,6 @@ class TestAuditTrail:
             expect(by_testid(page, f"audit-row-{before + 5}")).to_be_visible()
             assert audit_rows(page)[:5] == rows
             assert not problems.errors, problems.errors
-        finally:
-            page.close()
 
 
 def fresh_post(url: str, body: Any) -> int:
@@ -273,10 +257,7 @@ class TestWorkerStats:
         busy = [w for w in workers if figures[w]["generations"]]
         assert busy and all(figures[w]["latency_p50_s"] > 0 for w in busy), figures
 
-        problems = PageProblems()
-        page = open_console(browser, stack, stack.viewer_token)
-        problems.watch(page)
-        try:
+        with console_page(browser, stack, stack.viewer_token) as (page, problems):
             expect(by_testid(page, "stats-window")).to_have_attribute("data-available", "true")
             errors = by_testid(page, f"errors-{drained}")
             expect(errors).not_to_have_attribute("data-errors", "")
@@ -298,8 +279,6 @@ class TestWorkerStats:
             expect(errors).to_have_attribute("data-bad", "true")
             expect(by_testid(page, "stats-window")).to_contain_text("from the workers' metrics")
             assert not problems.errors, problems.errors
-        finally:
-            page.close()
 
 
 def router_process(stack: AdminStack) -> int:
@@ -318,10 +297,8 @@ class TestRouterUnreachable:
         from playwright.sync_api import expect
 
         expect.set_options(timeout=UI_TIMEOUT_MS)
-        live, problems = watched(browser)
-        late: Page | None = None
-        try:
-            connect_by_keyboard(live, stack, stack.operator_token)
+        with console_page(browser, stack) as (live, problems), ExitStack() as later:
+            connect_by_keyboard(live, stack.operator_token)
             connection = by_testid(live, "connection")
             pid = router_process(stack)
             stopped_at = time.time()
@@ -339,8 +316,9 @@ class TestRouterUnreachable:
                 assert stopped_at - 1 <= since <= time.time(), (stopped_at, since)
                 expect(live.locator("body")).to_have_attribute("data-stale", "true")
 
-                late = open_console(browser, stack, stack.operator_token)
-                problems.watch(late)
+                late, late_problems = later.enter_context(
+                    console_page(browser, stack, stack.operator_token)
+                )
                 late_connection = by_testid(late, "connection")
                 expect(late_connection).to_have_attribute(
                     "data-connection", "unreachable", timeout=UNREACHABLE_S * 1000
@@ -361,10 +339,6 @@ class TestRouterUnreachable:
             expect(by_testid(late, "connection")).to_have_attribute(
                 "data-connection", "live", timeout=UNREACHABLE_S * 1000
             )
-            assert not problems.errors, problems.errors
-        finally:
-            if late is not None:
-                late.close()
-            live.close()
+            assert not problems.errors + late_problems.errors, (problems, late_problems)
         # The stack is whole again for whatever runs next.
         wait_until(lambda: len(live_worker_ids(stack)) == 2, UNREACHABLE_S, "both workers back")

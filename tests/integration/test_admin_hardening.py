@@ -27,15 +27,13 @@ from app.headers import API_CSP, CONSOLE_CSP
 from router_core.credentials import KEY_FILE, load_or_create
 from tests.integration.harness import REPO_ROOT, child_env, wait_until
 from tests.integration.harness.admin_stack import AdminStack
+from tests.integration.harness.console_page import UI_TIMEOUT_MS, console_page
 from tests.integration.harness.http_stack import free_port
-from tests.integration.test_admin_console import UI_TIMEOUT_MS, PageProblems, browser
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["browser"]
 
 #: What the 200 MiB body of the original finding declares.
 HUGE = 200 * 1024 * 1024
@@ -266,28 +264,25 @@ class TestConsoleUnderItsPolicy:
         framing it gets no console in the frame, and Chromium says why."""
         from playwright.sync_api import expect
 
-        problems = PageProblems()
-        page = browser.new_page()
-        problems.watch(page)
-        framing = browser.new_page()
-        refusals: list[str] = []
-        framing.on("console", lambda message: refusals.append(message.text))
-        try:
-            page.goto(f"{stack.admin_url}/#token={stack.operator_token}")
+        with console_page(browser, stack, stack.operator_token) as (page, problems):
             expect(page.get_by_test_id("connection")).to_have_attribute(
                 "data-connection", "live", timeout=UI_TIMEOUT_MS
             )
             assert problems.errors == []
-            framing.set_content(f'<iframe id="framed" src="{stack.admin_url}/"></iframe>')
-            wait_until(
-                lambda: any("frame" in text and "'none'" in text for text in refusals),
-                10.0,
-                lambda: f"Chromium's refusal to frame the console, got {refusals}",
-            )
-            expect(framing.frame_locator("#framed").get_by_test_id("connection")).to_have_count(0)
-        finally:
-            framing.close()
-            page.close()
+            framing = browser.new_page()
+            refusals: list[str] = []
+            framing.on("console", lambda message: refusals.append(message.text))
+            try:
+                framing.set_content(f'<iframe id="framed" src="{stack.admin_url}/"></iframe>')
+                wait_until(
+                    lambda: any("frame" in text and "'none'" in text for text in refusals),
+                    10.0,
+                    lambda: f"Chromium's refusal to frame the console, got {refusals}",
+                )
+                framed = framing.frame_locator("#framed")
+                expect(framed.get_by_test_id("connection")).to_have_count(0)
+            finally:
+                framing.close()
 
 
 def run_dir_with_key(tmp_path: Path) -> Path:
