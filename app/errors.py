@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.models import ApiError, ErrorBody, ErrorCode
+from httpkit.refusals import routing_message
 from router_core.control import ControlError, ControlTimeout
 from router_core.control import ErrorCode as ControlCode
 
@@ -161,13 +162,9 @@ def _validation_message(error: RequestValidationError) -> str:
 
 def _http_message(request: Request, error: StarletteHTTPException) -> str:
     """Starlette's own refusals in words that say what was asked."""
-    if error.status_code == 404 and error.detail == "Not Found":
-        return f"no path {request.url.path}"
-    if error.status_code == 405:
-        allowed = (error.headers or {}).get("Allow", "")
-        takes = f"; it takes {allowed}" if allowed else ""
-        return f"{request.method} is not allowed on {request.url.path}{takes}"
-    return str(error.detail)
+    return routing_message(
+        request.method, request.url.path, error.status_code, str(error.detail), error.headers
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

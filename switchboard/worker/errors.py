@@ -3,7 +3,8 @@
 Every error body is OpenAI's ``{"error": {"message", "type", "param", "code"}}``, which
 SGLang's native endpoints also use. A draining or stopping worker answers 503 with
 ``Retry-After``; bad input answers 400 (never 422), a request over a cap 400 naming it
-(``cap`` and ``limit`` besides), a body not declared as JSON 415, an unknown model 404.
+(``cap`` and ``limit`` besides), a body not declared as JSON 415, an unknown model 404;
+an unknown path 404 and a wrong method 405 (with ``Allow``), each naming what was asked.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from httpkit.refusals import routing_message
 from router_core.counters import Counters
 from router_core.worker_link import AdmissionRefused, RequestLost, RouterUnavailable
 from switchboard.worker.caps import CapExceeded
@@ -132,8 +134,11 @@ def install_error_handlers(
 
     async def on_http(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)
-        body = error_body(str(error.detail), "invalid_request_error", error.status_code)
-        return reject(f"http_{error.status_code}", error.status_code, body)
+        status, path = error.status_code, request.url.path
+        message = routing_message(request.method, path, status, str(error.detail), error.headers)
+        body = error_body(message, "invalid_request_error", status)
+        # A 405 keeps Starlette's Allow header (RFC 9110, 15.5.6: it must list the methods).
+        return reject(f"http_{status}", status, body, **dict(error.headers or {}))
 
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(PromptError, on_prompt)

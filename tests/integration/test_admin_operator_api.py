@@ -209,19 +209,26 @@ class TestHttpErrors:
         assert record["action"] == "freeze_gc"
 
     def test_the_workers_answer_a_wrong_method_in_their_shape(self, stack: AdminStack) -> None:
-        """docs/http-api.md: a worker answers GET /generate 405 and an unknown path 404,
-        in the workers' error shape."""
+        """docs/http-api.md: a worker answers GET /generate 405 with ``Allow: POST`` and an
+        unknown path 404, in the workers' error shape, each naming what was asked."""
         with httpx.Client(base_url=stack.base_url, trust_env=False, timeout=10.0) as client:
             wrong, unknown = client.get("/generate"), client.get("/nope")
-        assert wrong.status_code == 405 and wrong.json() == {
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+        assert wrong.json() == {
             "error": {
-                "message": "Method Not Allowed",
+                "message": "GET is not allowed on /generate; it takes POST",
                 "type": "invalid_request_error",
                 "param": None,
                 "code": 405,
             }
         }
-        assert unknown.status_code == 404 and unknown.json()["error"]["code"] == 404
+        assert unknown.status_code == 404
+        assert unknown.json()["error"] == {
+            "message": "no path /nope",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": 404,
+        }
 
 
 def router_order(stack: AdminStack) -> list[str]:
