@@ -122,7 +122,9 @@ def _make_provider(
 def shutdown() -> None:
     """Export queued spans (for up to :data:`FLUSH_TIMEOUT_S`) and shut the provider
     down; a no-op when off or done already. Spans still unsent at the deadline (the
-    collector is unreachable) are dropped: the exporter is shut, ending its retries."""
+    collector is unreachable) are dropped: the exporter is shut, ending its retries.
+    Each queued batch gets one try, no retry; while export is failing already, none.
+    """
     pipeline = _PIPELINE
     with pipeline.lock:
         provider, exporter = pipeline.provider, pipeline.exporter
@@ -130,6 +132,11 @@ def shutdown() -> None:
         pipeline.provider = pipeline.tracer = pipeline.exporter = None
     if provider is None:
         return
+    # One try per queued batch, no retry: a collector that is down costs no waiting.
+    from router_core.tracing.quiet_export import QuietSpanExporter  # SDK loaded: tracing on
+
+    if isinstance(exporter, QuietSpanExporter):
+        exporter.last_tries()
     # The SDK's shutdown waits for the exporter's retries (up to its 10 s timeout, and
     # force_flush ignores its timeout), so it runs in a thread we stop waiting for.
     closing = threading.Thread(target=provider.shutdown, name="tracing-shutdown", daemon=True)

@@ -9,7 +9,10 @@ wraps the exporter and keeps the SDK's own records made while a batch is being e
 * one warning naming the endpoint and the reason when export first fails,
 * while it keeps failing, a summary at most every :data:`SUMMARY_EVERY_S` (written when
   a batch fails, so an idle process that drops nothing writes none),
-* one info line when a batch goes through again, with what the outage cost.
+* one info line when a batch goes through again, with what the outage cost;
+* at shutdown, one line with what was lost if the last batch failed. Queued spans get
+  one try each at shutdown, no retry (:meth:`QuietSpanExporter.last_tries`), so a
+  stopping process does not sit out the SDK's retries against a collector that is down.
 
 :class:`ExportHealth` is the pure part (clocks passed in); the exporter around it owns
 the logging. Spans dropped are counted in these lines only (no metric family).
@@ -130,6 +133,13 @@ class ExportHealth:
         outage.reported_at = now
         return f"OTLP export to {self.endpoint} still failing ({reason}): {outage.lost()}"
 
+    def dropped(self, spans: int) -> None:
+        """A batch of ``spans`` was dropped untried while export fails (at shutdown):
+        counted in what the outage cost, nothing to log."""
+        if self._outage is not None:
+            self._outage.batches += 1
+            self._outage.spans += spans
+
     def succeeded(self, *, wall: float) -> str | None:
         """A batch went through: the recovery line if export was failing, else None."""
         outage, self._outage = self._outage, None
@@ -166,19 +176,23 @@ class _SdkRecords(logging.Filter):
         self.health: ExportHealth | None = None
 
     @contextlib.contextmanager
-    def catching(self) -> Iterator[list[str]]:
-        """Collect (as messages) the records this thread makes on the exporter loggers."""
+    def catching(self, on_record: Callable[[], None] | None = None) -> Iterator[list[str]]:
+        """Collect (as messages) the records this thread makes on the exporter loggers,
+        calling ``on_record`` after each; re-entrant (the outer collection resumes)."""
         caught: list[str] = []
-        self._local.caught = caught
+        outer = getattr(self._local, "caught", None), getattr(self._local, "on_record", None)
+        self._local.caught, self._local.on_record = caught, on_record
         try:
             yield caught
         finally:
-            self._local.caught = None
+            self._local.caught, self._local.on_record = outer
 
     def filter(self, record: logging.LogRecord) -> bool:
         caught: list[str] | None = getattr(self._local, "caught", None)
         if caught is not None:
             caught.append(record.getMessage())
+            if (on_record := self._local.on_record) is not None:
+                on_record()
             return False
         if record.name in _PROCESSOR_LOGGERS and "queue" in str(record.msg).lower():
             health = self.health
@@ -218,10 +232,17 @@ class QuietSpanExporter(SpanExporter):
         self._clock = clock
         self._wall = wall
         self._shut = False
+        self._final = False
+        self._abandoned = False
+        self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Export through ``inner``; a raising exporter counts as a failed batch."""
-        with self._records.catching() as caught:
+        """Export through ``inner``; a raising exporter counts as a failed batch, and so
+        does every batch once export is abandoned at shutdown (``inner`` is not asked)."""
+        if self._abandoned:
+            self.health.dropped(len(spans))
+            return SpanExportResult.FAILURE
+        with self._records.catching(on_record=self._on_sdk_record) as caught:
             try:
                 result = self.inner.export(spans)
             except Exception as error:  # else the processor logs a traceback per batch
@@ -236,13 +257,37 @@ class QuietSpanExporter(SpanExporter):
             self._log.warning("%s", line)
         return result
 
+    def last_tries(self) -> None:
+        """Shutdown begins: the queued spans get one try each, no retry. While export is
+        failing already, that try is skipped (the collector is known to be down) and an
+        export retrying now ends at once; otherwise the first failed attempt ends it.
+        The SDK would retry each batch for its whole timeout (10 s by default), so a
+        stopping process would sit out its flush bound against a collector that is down."""
+        self._final = True
+        if self.health.failing:
+            self._abandon()
+
+    def _on_sdk_record(self) -> None:
+        # The SDK logs on every failed attempt before it waits to retry: at shutdown, the
+        # first one ends the export (shutting inner interrupts the SDK's backoff wait).
+        if self._final:
+            self._abandon()
+
+    def _abandon(self) -> None:
+        with self._lock:
+            if self._abandoned:
+                return
+            self._abandoned = True
+        with self._records.catching():
+            self.inner.shutdown()
+
     def shutdown(self) -> None:
-        """Shut ``inner`` down (once: a second call does nothing) and say what was lost
-        if the last batch failed."""
+        """Shut ``inner`` down (once: a second call, or one after export was abandoned,
+        does not) and say what was lost if the last batch failed."""
         if self._shut:
             return
         self._shut = True
-        self.inner.shutdown()
+        self._abandon()
         if line := self.health.closing():
             self._log.warning("%s", line)
 

@@ -206,6 +206,42 @@ class TestQuietSpanExporter:
         exporter.shutdown()
         assert inner.shutdowns == 1
 
+    def test_last_tries_end_at_the_first_failed_attempt(
+        self, records: _SdkRecords, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """At shutdown a working export goes on working; the first failed attempt (the
+        SDK's record of it) shuts the inner exporter, once, which ends its retries. Later
+        batches fail untried and are counted in the shutdown line."""
+        inner = SdkLikeExporter()
+        inner.fail = False
+        exporter = QuietSpanExporter(inner, ExportHealth(ENDPOINT), records=records)
+        exporter.last_tries()
+        assert exporter.export([]) is SpanExportResult.SUCCESS and inner.shutdowns == 0
+        inner.fail = True
+        assert exporter.export([]) is SpanExportResult.FAILURE and inner.shutdowns == 1
+        inner.fail = False  # a batch after that is dropped, not sent, however inner is
+        assert exporter.export(SPANS) is SpanExportResult.FAILURE
+        exporter.shutdown()
+        assert inner.shutdowns == 1
+        assert "at shutdown: 2 batches / 2 spans dropped" in caplog.records[-1].getMessage()
+
+    def test_no_try_while_failing(self, records: _SdkRecords) -> None:
+        """With the last batch failed, last_tries shuts the inner exporter at once (an
+        export retrying in another thread ends) and queued batches are not tried."""
+        inner = SdkLikeExporter()
+        exporter = QuietSpanExporter(inner, ExportHealth(ENDPOINT), records=records)
+        exporter.export([])
+        assert inner.shutdowns == 0
+        exporter.last_tries()
+        assert inner.shutdowns == 1
+        inner.raise_error = True  # would be a new failure reason if it were asked
+        assert exporter.export(SPANS) is SpanExportResult.FAILURE
+        assert "2 batches / 2 spans dropped" in (exporter.health.closing() or "")
+
+
+#: Two spans, as a dropped batch counts them (only their number is read).
+SPANS: Sequence[ReadableSpan] = [ReadableSpan("a"), ReadableSpan("b")]
+
 
 def test_traces_endpoint() -> None:
     """The endpoint lines name is the one the SDK posts to."""
@@ -239,8 +275,82 @@ while True:
 """
 
 
+#: A process tracing a span every 20 ms in a thread; a line on stdin shuts tracing down
+#: and prints how long that took.
+STOPPING_PROCESS = """
+import logging, sys, threading, time
+logging.basicConfig(
+    level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+)
+from router_core import tracing
+assert tracing.setup("engine", "engine")
+
+def tick():
+    while tracing.enabled():
+        with tracing.hop_span("tick", ""):
+            pass
+        time.sleep(0.02)
+
+threading.Thread(target=tick, daemon=True).start()
+print("tracing", flush=True)
+sys.stdin.readline()
+started = time.monotonic()
+tracing.shutdown()
+print(f"shutdown {time.monotonic() - started:.3f}", flush=True)
+"""
+
+
 class TestRealProcess:
     """A real process, the real OTLP exporter, a closed port, then a real receiver."""
+
+    @pytest.mark.parametrize("failing_before", [True, False], ids=["failing", "first-try"])
+    def test_shutdown_does_not_sit_out_retries(self, failing_before: bool) -> None:
+        """Export to a refusing port (the SDK's default 10 s of retries per batch):
+        shutdown takes well under its 3 s flush bound, which it used to take whole, and
+        says what was dropped. ``failing``: batches failed before, one is retrying when
+        shutdown begins; ``first-try``: nothing exported before shutdown (a 60 s batch
+        delay), its first attempt is refused."""
+        probe = socket.socket()  # refuses connections: bound, not listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
+        env |= {"OTEL_BSP_SCHEDULE_DELAY": "100" if failing_before else "60000"}
+        with (
+            probe,
+            subprocess.Popen(
+                [sys.executable, "-c", STOPPING_PROCESS],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            ) as process,
+        ):
+            try:
+                assert process.stdin and process.stdout and process.stderr
+                assert process.stdout.readline() == "tracing\n"
+                lines: queue.Queue[str] = queue.Queue()
+                stderr = process.stderr
+                threading.Thread(
+                    target=lambda: [lines.put(line.rstrip("\n")) for line in stderr],
+                    daemon=True,
+                ).start()
+                if failing_before:
+                    _wait_line(lines, "failing (Connection refused)", timeout_s=15)
+                # Spans queue meanwhile; with failing_before, the next batch is retried.
+                time.sleep(0.5)
+                process.stdin.write("stop\n")
+                process.stdin.flush()
+                answer = process.stdout.readline()
+                if not failing_before:
+                    _wait_line(lines, "failing (Connection refused)", timeout_s=10)
+                closing = _wait_line(lines, "at shutdown", timeout_s=10)
+            finally:
+                process.kill()
+        elapsed = float(answer.split()[1])
+        assert elapsed < 1.5, answer
+        assert re.search(r"at shutdown: \d+ batches / \d+ spans dropped", closing), closing
 
     def test_closed_port_then_receiver(self) -> None:
         """Over 7 s against a refusing port: one warning and 2-3 summaries (every 2 s
