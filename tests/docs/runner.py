@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +26,7 @@ from tests.docs.markdown_examples import Block, command_lines, console_steps
 from tests.docs.output_match import mismatch, normalize
 from tests.docs.probes import answers, probe_groups
 from tests.docs.rewrite import DOC_PORTS, Rewrite
-from tests.docs.shell import BashRun, run_bash, started_bash
+from tests.docs.shell import BashRun, run_bash, started_bash, stop_group
 from tests.docs.static_check import REPO_ROOT, bash_syntax, check_line, simple_commands
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import child_env
@@ -231,15 +232,19 @@ class FileRun:
                 prelude += _materialize(rewrite.command(line), rewrite, cwd) + "\n"
             elif words[0][0] != "make" or marker.get("stack", "file") == "own":
                 servers.append(_materialize(rewrite.command(line), rewrite, cwd))
+        mode = marker.get("servers", "together")
+        if mode not in ("together", "each"):
+            return [f"servers={mode!r}: expected servers=together or servers=each"]
         try:
             groups = probe_groups(rewrite.command(marker.get("probe")), len(servers))
         except ValueError as error:
             return [str(error)]
         if not servers or not all(groups):
             return ["a serve block has a server line and names what to probe: probe=..."]
-        if marker.get("servers", "together") == "together":
+        if mode == "together":
             script = "".join(f"{server} &\n" for server in servers)
-            return self._probe(prelude + script, [p for g in groups for p in g], env, cwd, timeout)
+            probes = list(dict.fromkeys(probe for group in groups for probe in group))
+            return self._probe(prelude + script, probes, env, cwd, timeout)
         problems = []
         for server, probes in zip(servers, groups, strict=True):
             found = self._probe(f"{prelude}{server} &\n", probes, env, cwd, timeout)
@@ -249,23 +254,34 @@ class FileRun:
     def _probe(
         self, script: str, probes: list[str], env: dict[str, str], cwd: Path, timeout: float
     ) -> list[str]:
-        """Start ``script`` (servers in the background), wait for every probe, stop it."""
+        """Start ``script`` (servers in the background), wait for every probe, then stop
+        them all: a server still running :data:`tests.docs.shell.STOP_S` after SIGTERM is a
+        problem too (every process stops cleanly on SIGTERM)."""
         with started_bash(script + "wait\n", env, cwd) as (process, output_path, _):
-            deadline = time.monotonic() + timeout
-            for probe in probes:
+            problems = self._probed(process, output_path, probes, timeout)
+            return problems + [f"stopping the servers: {p}" for p in stop_group(process.pid)]
 
-                def answered(probe: str = probe) -> bool:
-                    if answers(probe, output_path):
-                        return True
-                    if process.poll() is not None:
-                        raise _ServerExited(f"exited {process.returncode}")
-                    return False
+    @staticmethod
+    def _probed(
+        process: subprocess.Popen[bytes], output_path: Path, probes: list[str], timeout: float
+    ) -> list[str]:
+        """Wait for each probe in turn, all within ``timeout`` s; the first that is not
+        satisfied (or the servers' shell ending first) is the problem."""
+        deadline = time.monotonic() + timeout
+        for probe in probes:
 
-                try:
-                    wait_until(answered, max(0.0, deadline - time.monotonic()), probe, 0.2)
-                except (PollTimeout, _ServerExited, ValueError) as error:
-                    output = output_path.read_text(errors="replace")
-                    return [f"{probe}: {error}; the servers' output:\n{_tail(output)}"]
+            def answered(probe: str = probe) -> bool:
+                if answers(probe, output_path):
+                    return True
+                if process.poll() is not None:
+                    raise _ServerExited(f"exited {process.returncode}")
+                return False
+
+            try:
+                wait_until(answered, max(0.0, deadline - time.monotonic()), probe, 0.2)
+            except (PollTimeout, _ServerExited, ValueError) as error:
+                output = output_path.read_text(errors="replace")
+                return [f"{probe}: {error}; the servers' output:\n{_tail(output)}"]
         return []
 
 
