@@ -6,6 +6,7 @@ real receiver starts on it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -28,7 +30,7 @@ from router_core.tracing.quiet_export import (
     _SdkRecords,
     failure_reason,
 )
-from switchboard.otlp_receiver import OtlpReceiver, ReceivedSpan
+from switchboard.otlp_receiver import OtlpReceiver
 
 ENDPOINT = "http://127.0.0.1:4318/v1/traces"
 REFUSED = (
@@ -310,87 +312,55 @@ class TestRealProcess:
         says what was dropped. ``failing``: batches failed before, one is retrying when
         shutdown begins; ``first-try``: nothing exported before shutdown (a 60 s batch
         delay), its first attempt is refused."""
-        probe = socket.socket()  # refuses connections: bound, not listening
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
-        env |= {"OTEL_BSP_SCHEDULE_DELAY": "100" if failing_before else "60000"}
-        with (
-            probe,
-            subprocess.Popen(
-                [sys.executable, "-c", STOPPING_PROCESS],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            ) as process,
-        ):
-            try:
-                assert process.stdin and process.stdout and process.stderr
-                assert process.stdout.readline() == "tracing\n"
-                lines: queue.Queue[str] = queue.Queue()
-                stderr = process.stderr
-                threading.Thread(
-                    target=lambda: [lines.put(line.rstrip("\n")) for line in stderr],
-                    daemon=True,
-                ).start()
-                if failing_before:
-                    _wait_line(lines, "failing (Connection refused)", timeout_s=15)
-                # Spans queue meanwhile; with failing_before, the next batch is retried.
-                time.sleep(0.5)
-                process.stdin.write("stop\n")
-                process.stdin.flush()
-                answer = process.stdout.readline()
-                if not failing_before:
-                    _wait_line(lines, "failing (Connection refused)", timeout_s=10)
-                closing = _wait_line(lines, "at shutdown", timeout_s=10)
-            finally:
-                process.kill()
+        delay = "100" if failing_before else "60000"
+        with _refused_child(STOPPING_PROCESS, OTEL_BSP_SCHEDULE_DELAY=delay) as child:
+            process, lines = child.process, child.lines
+            assert process.stdin is not None and process.stdout is not None
+            if failing_before:
+                _wait_line(lines, "failing (Connection refused)", timeout_s=15)
+            # Spans queue meanwhile; with failing_before, the next batch is retried.
+            time.sleep(0.5)
+            process.stdin.write("stop\n")
+            process.stdin.flush()
+            answer = process.stdout.readline()
+            if not failing_before:
+                _wait_line(lines, "failing (Connection refused)", timeout_s=10)
+            closing = _wait_line(lines, "at shutdown", timeout_s=10)
         elapsed = float(answer.split()[1])
         assert elapsed < 1.5, answer
         assert re.search(r"at shutdown: \d+ batches / \d+ spans dropped", closing), closing
 
     def test_closed_port_then_receiver(self) -> None:
-        """Over 7 s against a refusing port: one warning and 2-3 summaries (every 2 s
-        here), no SDK line; once a receiver listens there, one recovery line and the
+        """Against a refusing port: one warning, then summaries at most one per period
+        (2 s here), no SDK line; once a receiver listens there, one recovery line and the
         process's spans arrive."""
-        probe = socket.socket()  # refuses connections: bound, not listening
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        env |= {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        with _refused_child(
+            TRACING_PROCESS,
+            OTEL_BSP_SCHEDULE_DELAY="100",
             # 2 s: one retry (after about 1 s) before each batch is given up, so the
             # warning has the refusal to name.
-            "OTEL_EXPORTER_OTLP_TIMEOUT": "2",
-        }
-        with (
-            probe,
-            subprocess.Popen(
-                [sys.executable, "-c", TRACING_PROCESS],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            ) as process,
-        ):
-            try:
-                during, recovered, spans = _outage_then_recovery(process, probe)
-            finally:
-                process.kill()
-        endpoint = f"http://127.0.0.1:{port}/v1/traces"
-        assert not [line for line in during if "opentelemetry" in line], during
-        failing = [line for line in during if f"OTLP export to {endpoint} failing" in line]
-        summaries = [line for line in during if "still failing" in line]
-        assert len(failing) == 1, during
+            OTEL_EXPORTER_OTLP_TIMEOUT="2",
+        ) as child:
+            during = _lines_until(child.lines, "still failing", count=2, timeout_s=30)
+            child.probe.close()
+            with OtlpReceiver(port=child.port) as receiver:
+                spans = receiver.wait_for(
+                    lambda spans: any(s.service_name == "switchboard-engine" for s in spans),
+                    timeout_s=15,
+                )
+                recovered = _wait_line(child.lines, "recovered", timeout_s=15)
+        endpoint = f"http://127.0.0.1:{child.port}/v1/traces"
+        texts = [text for _, text in during]
+        assert not [line for line in texts if "opentelemetry" in line], texts
+        failing = [line for line in texts if f"OTLP export to {endpoint} failing" in line]
+        summaries = [(at, line) for at, line in during if "still failing" in line]
+        assert len(failing) == 1, texts
         assert "(Connection refused)" in failing[0]
-        assert 2 <= len(summaries) <= 3, during
-        assert len(during) == 1 + len(summaries), during
+        assert len(texts) == 1 + len(summaries), texts
+        # A period apart at least (less a margin for when the reader thread saw them).
+        assert summaries[1][0] - summaries[0][0] >= 1.5, during
         assert re.search(
-            r"still failing \(Connection refused\): \d+ batches / \d+ spans", summaries[0]
+            r"still failing \(Connection refused\): \d+ batches / \d+ spans", summaries[0][1]
         )
         assert recovered.startswith(
             f"INFO router_core.tracing.quiet_export: OTLP export to {endpoint} recovered"
@@ -398,47 +368,71 @@ class TestRealProcess:
         assert spans
 
 
-def _outage_then_recovery(
-    process: subprocess.Popen[str], probe: socket.socket
-) -> tuple[list[str], str, list[ReceivedSpan]]:
-    """The stderr lines of 7 s against ``probe``'s refusing port, the recovery line once
-    a receiver listens there instead, and the spans it got."""
+@dataclass
+class _Child:
+    """A tracing process, its refusing port (``probe``: bound, not listening) and its
+    stderr lines as they arrive (``(monotonic time, line)``)."""
+
+    process: subprocess.Popen[str]
+    probe: socket.socket
+    port: int
+    lines: queue.Queue[tuple[float, str]]
+
+
+@contextlib.contextmanager
+def _refused_child(script: str, **otel: str) -> Iterator[_Child]:
+    """A real process running ``script`` (which prints ``tracing`` once set up), its
+    OTLP export pointed at a loopback port that refuses connections, the ``OTEL_*``
+    variables ``otel`` set; killed on the way out."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
-    assert process.stderr is not None and process.stdout is not None
-    stderr = process.stderr
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(
-        target=lambda: [lines.put(line.rstrip("\n")) for line in stderr], daemon=True
-    ).start()
-    assert process.stdout.readline() == "tracing\n"
-    time.sleep(7.0)  # a bounded window to count lines in, not a wait for a state
-    during = _drain(lines)
-    probe.close()
-    with OtlpReceiver(port=port) as receiver:
-        spans = receiver.wait_for(
-            lambda spans: any(s.service_name == "switchboard-engine" for s in spans),
-            timeout_s=15,
-        )
-        recovered = _wait_line(lines, "recovered", timeout_s=15)
-    return during, recovered, spans
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", **otel}
+    with (
+        probe,
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        ) as process,
+    ):
+        try:
+            assert process.stdout is not None and process.stderr is not None
+            stderr = process.stderr
+            lines: queue.Queue[tuple[float, str]] = queue.Queue()
+
+            def read() -> None:
+                for row in stderr:
+                    lines.put((time.monotonic(), row.rstrip("\n")))
+
+            threading.Thread(target=read, daemon=True).start()
+            assert process.stdout.readline() == "tracing\n"
+            yield _Child(process, probe, port, lines)
+        finally:
+            process.kill()
 
 
-def _drain(lines: queue.Queue[str]) -> list[str]:
-    drained = []
-    while not lines.empty():
-        drained.append(lines.get_nowait())
-    return drained
-
-
-def _wait_line(lines: queue.Queue[str], needle: str, timeout_s: float) -> str:
+def _lines_until(
+    lines: queue.Queue[tuple[float, str]], needle: str, count: int, timeout_s: float
+) -> list[tuple[float, str]]:
+    """Every line up to the ``count``-th holding ``needle``; AssertionError after
+    ``timeout_s`` without it."""
     deadline = time.monotonic() + timeout_s
-    seen = []
+    seen: list[tuple[float, str]] = []
     while (remaining := deadline - time.monotonic()) > 0:
         try:
-            line = lines.get(timeout=remaining)
+            seen.append(lines.get(timeout=remaining))
         except queue.Empty:
             break
-        if needle in line:
-            return line
-        seen.append(line)
-    raise AssertionError(f"no line with {needle!r} in {timeout_s} s: {seen}")
+        if sum(needle in line for _, line in seen) == count:
+            return seen
+    raise AssertionError(f"not {count} lines with {needle!r} in {timeout_s} s: {seen}")
+
+
+def _wait_line(lines: queue.Queue[tuple[float, str]], needle: str, timeout_s: float) -> str:
+    """The next line holding ``needle`` (those before it are dropped)."""
+    return _lines_until(lines, needle, 1, timeout_s)[-1][1]
