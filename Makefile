@@ -11,7 +11,18 @@ SYSTEM_PACKAGES := chromium prometheus
 #: The dashboards' offline type check (typescript + @grafana/schema, pinned by the lock).
 NODE_MODULES := dashboards/typecheck/node_modules/.package-lock.json
 
-.PHONY: venv system-deps node-deps lint typecheck test soak run bench clean
+#: The llama.cpp engine's binding (the `llama` extra). PyPI has only its source
+#: distribution, which takes 3.5-5 minutes to build on 2 cores: the sdist and the wheel
+#: built from it are kept in a cache outside the checkout (the machine keeps it), so only
+#: the first `make test` on a machine builds it. The tests read the llama.cpp vocabulary
+#: files and tokenizer test vectors out of the same sdist.
+LLAMA_CPP_VERSION := 0.3.36
+SWITCHBOARD_CACHE ?= $(HOME)/.cache/switchboard
+LLAMA_SDIST := $(SWITCHBOARD_CACHE)/sdist/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz
+LLAMA_WHEELS := $(SWITCHBOARD_CACHE)/wheels
+LLAMA_STAMP := $(VENV)/.llama-installed
+
+.PHONY: venv llama system-deps node-deps lint typecheck test soak run bench clean
 
 venv: $(STAMP)
 
@@ -20,6 +31,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# The `llama` extra, installed from the cached wheel (built once from the cached sdist).
+llama: $(LLAMA_STAMP)
+
+$(LLAMA_SDIST):
+	mkdir -p $(dir $@)
+	$(PYTHON) -m pip download --quiet --no-deps --no-binary :all: \
+		--dest $(dir $@) llama-cpp-python==$(LLAMA_CPP_VERSION)
+
+$(LLAMA_STAMP): $(STAMP) $(LLAMA_SDIST)
+	@mkdir -p $(LLAMA_WHEELS)
+	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "building llama-cpp-python $(LLAMA_CPP_VERSION) once (3-5 minutes; cached in $(LLAMA_WHEELS))"; \
+		CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip wheel --quiet --no-deps \
+			--wheel-dir $(LLAMA_WHEELS) $(LLAMA_SDIST) || exit 1; \
+	fi
+	$(BIN)/python -m pip install --quiet --find-links $(LLAMA_WHEELS) -e '.[test,llama]'
+	touch $@
 
 # As root (CI, a fresh container) install what is missing; otherwise say what the browser
 # tests need and go on (they skip locally, and fail under CI=true).
@@ -45,16 +74,16 @@ lint: venv
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 
-typecheck: venv
+typecheck: venv llama
 	$(BIN)/mypy router_core httpkit app switchboard examples dashboards
 
-test: system-deps node-deps lint typecheck
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: system-deps node-deps llama lint typecheck
+	SWITCHBOARD_LLAMA_SDIST=$(LLAMA_SDIST) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The fault suite's long variants (docs/reliability.md): a 30-minute soak at half the
 # measured peak, and more requests, frames and operations in every other fault test.
-soak: venv
-	SWITCHBOARD_SOAK=1 $(BIN)/python -m pytest tests/fault -m fault $(PYTEST_ARGS)
+soak: venv llama
+	SWITCHBOARD_LLAMA_SDIST=$(LLAMA_SDIST) SWITCHBOARD_SOAK=1 $(BIN)/python -m pytest tests/fault -m fault $(PYTEST_ARGS)
 
 run: venv
 	$(BIN)/switchboard up $(RUN_ARGS)
