@@ -140,6 +140,10 @@ class LoadReply(msgspec.Struct, kw_only=True):
     step: int
     taken_ns: int
     engine_started_ns: int
+    kv_cells_used: int = 0
+    kv_cells_total: int = 0
+    tokens_per_s: float = 0.0
+    context_length: int = 0
     #: Seconds since the router received the snapshot.
     age_s: float
 

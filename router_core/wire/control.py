@@ -206,6 +206,14 @@ class LoadSnapshot(msgspec.Struct, omit_defaults=True):
     token_usage: float = 0.0
     step: int = 0
     taken_ns: int = 0
+    #: KV cache cells in use and in all (0 for an engine without a KV cache).
+    kv_cells_used: int = 0
+    kv_cells_total: int = 0
+    #: Tokens processed per second (prefill and decode) over the last load interval.
+    tokens_per_s: float = 0.0
+    #: The most tokens (prompt plus output) one request may hold: workers refuse a
+    #: request that cannot fit (0: the engine sets no limit).
+    context_length: int = 0
     #: When this engine incarnation started (Unix ns). A change tells the workers that
     #: the engine restarted, so their requests in flight in it are lost.
     engine_started_ns: int = 0

@@ -14,6 +14,12 @@ class SamplingParams(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=F
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
+    min_p: float = 0.0
+    #: Penalties over the generated tokens: OpenAI's additive frequency and presence
+    #: penalties, and the multiplicative repetition penalty (1.0: none).
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
     min_new_tokens: int = 0
     stop: list[str] = []
     stop_token_ids: list[int] = []

@@ -73,6 +73,8 @@ def _sequence(request: Request, generate: GenerateRequest) -> Sequence:
         stop=tuple(text for text in params.stop if text),
         stop_token_ids=frozenset(params.stop_token_ids),
         ignore_eos=params.ignore_eos,
+        sampling=params,
+        logprobs=generate.top_logprobs_num if generate.return_logprob else None,
         context=OutputOptions(
             params.skip_special_tokens, params.spaces_between_special_tokens, params.no_stop_trim
         ),
@@ -86,7 +88,7 @@ def token_batch(rows: list[StepRow]) -> BatchTokenIDOutput:
         for row in rows
     ]
     heads = [row.sequence.prompt[-INIT_DETOKENIZE_OFFSET:] for row in rows]
-    return BatchTokenIDOutput(
+    batch = BatchTokenIDOutput(
         rids=[row.sequence.rid for row in rows],
         http_worker_ipcs=[row.sequence.owner for row in rows],
         finished_reasons=[row.finished for row in rows],
@@ -103,6 +105,20 @@ def token_batch(rows: list[StepRow]) -> BatchTokenIDOutput:
         no_stop_trim=[option.no_stop_trim for option in options],
         stop_holdback=[max(map(len, row.sequence.stop), default=1) - 1 for row in rows],
     )
+    if any(row.logprobs is not None for row in rows):
+        _add_logprobs(batch, rows)
+    return batch
+
+
+def _add_logprobs(batch: BatchTokenIDOutput, rows: list[StepRow]) -> None:
+    """SGLang's output logprob columns: each row's new ids' logprobs and top alternatives
+    (empty lists for a row that asked for none)."""
+    entries = [row.logprobs or [] for row in rows]
+    batch.output_token_logprobs_val = [[value for value, _, _ in entry] for entry in entries]
+    batch.output_token_logprobs_idx = [list(row.new_ids) for row in rows]
+    if any(top for entry in entries for _, top, _ in entry):
+        batch.output_top_logprobs_val = [[list(vals) for _, _, vals in entry] for entry in entries]
+        batch.output_top_logprobs_idx = [[list(ids) for _, ids, _ in entry] for entry in entries]
 
 
 def embedding_batch(rows: list[StepRow]) -> BatchEmbeddingOutput:

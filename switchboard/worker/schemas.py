@@ -6,10 +6,11 @@ Field names follow SGLang (``/generate``, ``/encode``) and the OpenAI API
 Fields that standard clients send but this stack does not act on are named anyway, in
 one of two ways:
 
-* **accepted and ignored** (their description says so): knobs that only tune sampling
-  (penalties, ``min_p``, ``logit_bias``), hints for a router or a scheduler
-  (``priority``, ``data_parallel_rank``), and details of output this stack never
-  returns (``top_logprobs_num`` without ``return_logprob``);
+* **passed to the engine**: sampling knobs an engine applies if it samples for real
+  (penalties and ``min_p``: the llama.cpp engine does; the simulated engine does not);
+* **accepted and ignored** (their description says so): ``logit_bias``, hints for a
+  router or a scheduler (``priority``, ``data_parallel_rank``), and details of output
+  this stack never returns (``top_logprobs_num`` without ``return_logprob``);
 * **not supported** (marked :class:`NotSupported`): fields whose meaning this stack cannot
   honour (logprobs, images, LoRA adapters, constrained decoding). They are accepted at
   their default and refused with a 400 ``not supported by this server: …`` otherwise.
@@ -58,7 +59,9 @@ TokenIds = list[Annotated[int, Field(ge=0, le=INT32_MAX)]]
 Rid = Annotated[str, Field(max_length=MAX_RID_CHARS)]
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Seed = Annotated[int, Field(ge=-INT64_MAX, le=INT64_MAX)]
-Penalty = Annotated[float, Field(ge=-2, le=2, description="accepted and ignored")]
+Penalty = Annotated[
+    float, Field(ge=-2, le=2, description="passed to the engine (the llama.cpp engine applies it)")
+]
 #: One prompt or a batch of them: text, texts, token ids, or lists of token ids.
 PromptInput = str | list[str] | TokenIds | list[TokenIds]
 #: SGLang's per-prompt forms: one value for every prompt, or one per prompt.
@@ -131,10 +134,10 @@ class NativeSamplingParams(_Body):
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
     seed: Seed | None = Field(default=None, validation_alias=AliasChoices("seed", "sampling_seed"))
-    min_p: Annotated[float, Field(ge=0, le=1, description="accepted and ignored")] = 0.0
+    min_p: Annotated[float, Field(ge=0, le=1, description="passed to the engine")] = 0.0
     frequency_penalty: Penalty = 0.0
     presence_penalty: Penalty = 0.0
-    repetition_penalty: Annotated[float, Field(gt=0, le=2, description="accepted and ignored")] = (
+    repetition_penalty: Annotated[float, Field(gt=0, le=2, description="passed to the engine")] = (
         1.0
     )
     logit_bias: Annotated[dict[str, float], Field(description="accepted and ignored")] = {}
@@ -264,9 +267,9 @@ class CompletionBody(_Body):
     top_k: Annotated[
         int, Field(ge=-1, le=INT32_MAX, description="SGLang's; passed to the engine")
     ] = -1
-    min_p: Annotated[float, Field(ge=0, le=1, description="SGLang's; accepted and ignored")] = 0.0
+    min_p: Annotated[float, Field(ge=0, le=1, description="SGLang's; passed to the engine")] = 0.0
     repetition_penalty: Annotated[
-        float, Field(gt=0, le=2, description="SGLang's; accepted and ignored")
+        float, Field(gt=0, le=2, description="SGLang's; passed to the engine")
     ] = 1.0
     spaces_between_special_tokens: Annotated[
         bool, Field(description="SGLang's; passed to the engine and the detokenizer")
