@@ -33,7 +33,8 @@ from router_core.wire.control import ContinueRequest, FreezeGC, PauseRequest
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
 from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
-from switchboard.engine.scheduler import Scheduler, Sequence, StepResult, StepRow
+from switchboard.engine.queueing import QueueingScheduler
+from switchboard.engine.sequences import Sequence, StepResult, StepRow
 
 __all__ = [
     "DEFAULT_LOAD_INTERVAL_S",
@@ -133,19 +134,27 @@ def embedding_batch(rows: list[StepRow]) -> BatchEmbeddingOutput:
     )
 
 
+def _queue_full(row: StepRow) -> bool:
+    return (row.finished or {}).get("err_type") == "engine_queue_full"
+
+
 class BuiltinEngine:
     """The simulated engine's loop around one open-on-run :class:`EngineLink`."""
 
     def __init__(
         self,
         link: EngineLink,
-        scheduler: Scheduler,
+        scheduler: QueueingScheduler,
         *,
         load_interval_s: float = DEFAULT_LOAD_INTERVAL_S,
+        name: str = "built-in engine",
     ) -> None:
+        """``scheduler`` is any backend's (the simulated one, llama.cpp's); ``name`` is
+        how the log lines call this engine."""
         self.link = link
         self.scheduler = scheduler
         self.load_interval_s = load_interval_s
+        self.name = name
         self._stopping = False
         self._next_load = 0.0
 
@@ -165,7 +174,7 @@ class BuiltinEngine:
         export = CounterExport("engine")
         next_export = 0.0
         with self.link:
-            log.info("built-in engine up")
+            log.info("%s up", self.name)
             while not self._stopping:
                 for item in self.link.poll(timeout_ms=self._timeout_ms(time.monotonic())):
                     self.handle(item)
@@ -180,7 +189,7 @@ class BuiltinEngine:
                     export.sync(self.link.counters)
                     next_export = now + SYNC_INTERVAL_S
         export.sync(self.link.counters)  # what closing the link counted, too
-        log.info("built-in engine stopped after %d steps", self.scheduler.steps)
+        log.info("%s stopped after %d steps", self.name, self.scheduler.steps)
 
     def _timeout_ms(self, now: float) -> int:
         deadline = self._next_load
@@ -216,8 +225,9 @@ class BuiltinEngine:
 
     def _admit(self, sequence: Sequence) -> None:
         refused = self.scheduler.admit(sequence)
-        if refused.rows:  # only a full queue answers at admission
-            self.link.counters.add("rejected", "queue_full")
+        if refused.rows:
+            if any(_queue_full(row) for row in refused.rows):
+                self.link.counters.add("rejected", "queue_full")
             self.send(refused)
 
     def send(self, result: StepResult) -> None:

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from router_core.wire.control import PauseMode
+from router_core.wire.control import LoadSnapshot, PauseMode
 from router_core.wire.finish import abort_reason, lost_reason
 from switchboard.engine.sequences import Sequence, StepResult, StepRow
 
@@ -102,6 +102,18 @@ class QueueingScheduler(ABC):
     @abstractmethod
     def release(self, sequence: Sequence) -> None:
         """Stop running ``sequence`` and free what it holds (it is running)."""
+
+    @abstractmethod
+    def next_step_at(self) -> float | None:
+        """When the next step is due (monotonic seconds; 0.0: now), None for no step."""
+
+    @abstractmethod
+    def step(self, now: float) -> StepResult:
+        """Run one step at ``now``: the rows of every request that moved or ended."""
+
+    @abstractmethod
+    def load(self) -> LoadSnapshot:
+        """The current load, for the engine's load snapshots."""
 
     def refusal(self, sequence: Sequence) -> dict[str, Any] | None:
         """Why this backend cannot take ``sequence`` at all (a finish reason), or None."""

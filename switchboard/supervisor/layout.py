@@ -20,10 +20,16 @@ from router_core.endpoints import (
     worker_address,
 )
 from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
+from switchboard.supervisor.engine_settings import (
+    engine_flags,
+    served_model_name,
+    served_tokenizer,
+)
 from switchboard.supervisor.http_limits import http_limit_flags
 from switchboard.supervisor.metrics_dir import MULTIPROC_ENV
 from switchboard.supervisor.request_caps import request_cap_flags
 from switchboard.supervisor.settings import ENV_PREFIX, FOREIGN_ENV, StackSettings
+from switchboard.worker.settings import WorkerSettings
 
 __all__ = [
     "OTLP_ENDPOINT_ENV",
@@ -100,7 +106,8 @@ def stack_layout(
     """
     common: tuple[str, ...] = ("--run-dir", str(run_dir), "--parent-pid", str(parent_pid))
     common += ("--log-level", settings.log_level)
-    tokenizer = ("--tokenizer", str(settings.tokenizer)) if settings.tokenizer else ()
+    served = served_tokenizer(settings)
+    tokenizer = ("--tokenizer", str(served)) if served else ()
     router = RouterEndpoints.in_run_dir(run_dir)
     detok = DetokenizerRouterEndpoints.in_run_dir(run_dir, settings.detokenizers)
     count = str(settings.detokenizers)
@@ -157,24 +164,20 @@ def stack_layout(
                 "engine",
                 *common,
                 *("--outputs-via", "direct"),
-                *("--step-time-s", repr(settings.step_time_s)),
-                *("--per-token-cost-s", repr(settings.per_token_cost_s)),
-                *("--max-running-requests", str(settings.max_running_requests)),
-                *("--max-waiting-requests", str(settings.max_waiting_requests)),
-                *("--max-tokens-per-step", str(settings.max_tokens_per_step)),
-                *tokenizer,
+                *engine_flags(settings),
             ),
             ready=ReadyCheck("engine"),
             socket_files=(_ipc_file(router.engine),),
         )
     )
     remote = ("--allow-remote",) if settings.allow_remote else ()
+    model_name = served_model_name(settings, settings.model_name, WorkerSettings.model_name)
     for worker_id in worker_ids(settings.workers):
         argv = _switchboard(
             "worker",
             *common,
             *("--worker-id", worker_id, "--host", settings.host, "--port", str(settings.port)),
-            *("--model-name", settings.model_name),
+            *("--model-name", model_name),
             *("--graceful-timeout-s", repr(settings.graceful_timeout_s)),
             *("--idle-timeout-s", repr(settings.idle_timeout_s)),
             *("--pause-wait-s", repr(settings.pause_wait_s)),

@@ -41,7 +41,7 @@ from app.settings import AdminSettings
 from app.tokens import TokenTable, check_exposed_tokens, parse_tokens
 from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_via
 from router_core.worker_link.settings import WorkerLinkSettings
-from switchboard.engine.scheduler import SchedulerConfig
+from switchboard.supervisor.engine_settings import EngineSettings
 from switchboard.supervisor.http_limits import HttpLimitSettings
 from switchboard.supervisor.request_caps import RequestCapSettings
 from switchboard.supervisor.sources import (
@@ -96,13 +96,14 @@ _LOWER_SOURCES: ContextVar[tuple[dict[str, Any], dict[str, Any]]] = ContextVar(
 )
 
 
-class StackSettings(HttpLimitSettings, RequestCapSettings):
+class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
     """Everything ``switchboard up`` needs to start, watch and stop one stack.
 
     A setting passed through to a child has that child's flag name (``step_time_s`` is
     the engine's ``--step-time-s``) and that child's default. The HTTP limits are
     :class:`~switchboard.supervisor.http_limits.HttpLimitSettings`', the caps on one
-    request :class:`~switchboard.supervisor.request_caps.RequestCapSettings`'.
+    request :class:`~switchboard.supervisor.request_caps.RequestCapSettings`', the engine's
+    :class:`~switchboard.supervisor.engine_settings.EngineSettings`'.
     """
 
     model_config = SettingsConfigDict(
@@ -143,9 +144,6 @@ class StackSettings(HttpLimitSettings, RequestCapSettings):
         description="the admin app also writes every audit record to this file, one JSON "
         "object per line (appended; created with mode 0600); unset: the log only",
     )
-    tokenizer: Path | None = Field(
-        None, description="tokenizer.json or model directory (unset: the built-in tokenizer)"
-    )
     model_name: str = Field(
         WorkerSettings.model_name, min_length=1, description="model name the workers report"
     )
@@ -153,23 +151,6 @@ class StackSettings(HttpLimitSettings, RequestCapSettings):
         None,
         description="directory for the ipc:// socket files (unset: a fresh temporary "
         "directory, removed at exit)",
-    )
-    step_time_s: float = Field(
-        SchedulerConfig.step_time_s, ge=0, description="engine: seconds per scheduler step"
-    )
-    per_token_cost_s: float = Field(
-        SchedulerConfig.per_token_cost_s, ge=0, description="engine: extra seconds per token"
-    )
-    max_running_requests: int = Field(
-        SchedulerConfig.max_running_requests, ge=1, description="engine: running requests at most"
-    )
-    max_waiting_requests: int = Field(
-        SchedulerConfig.max_waiting_requests,
-        ge=1,
-        description="engine: requests waiting to run at most; beyond, one is refused at once",
-    )
-    max_tokens_per_step: int = Field(
-        SchedulerConfig.max_tokens_per_step, ge=1, description="engine: prefill + decode budget"
     )
     outputs_via: OutputsVia = Field(
         "direct",
@@ -236,7 +217,7 @@ class StackSettings(HttpLimitSettings, RequestCapSettings):
         # An old spelling is the same choice; anything else is left to the Literal check.
         return parse_outputs_via(value) if isinstance(value, str) else value
 
-    @field_validator("tokenizer", "run_dir", "admin_audit_log")
+    @field_validator("run_dir", "admin_audit_log")
     @classmethod
     def _expand_home(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()

@@ -18,6 +18,7 @@ from router_core.endpoints import RouterEndpoints
 from switchboard.supervisor.admin import AdminAccess, admin_access
 from switchboard.supervisor.backoff import RestartBackoff
 from switchboard.supervisor.children import Child, describe_exit
+from switchboard.supervisor.engine_settings import engine_description
 from switchboard.supervisor.layout import (
     ROLE_ORDER,
     START_GROUPS,
@@ -159,7 +160,7 @@ class Supervisor:
         return (
             f"switchboard: serving {http_url(settings.host, settings.port)} "
             f"({_plural(settings.workers, 'worker')}, "
-            f"{_plural(settings.detokenizers, 'detokenizer')}, built-in engine); "
+            f"{_plural(settings.detokenizers, 'detokenizer')}, {engine_description(settings)}); "
             f"console {access.console_url(admin_url(settings))}; "
             f"run dir {self.run_dir.path}; Ctrl-C to stop"
         )

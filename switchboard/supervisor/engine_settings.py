@@ -1,0 +1,164 @@
+"""The engine part of the stack's settings: which engine, its model, and its limits.
+
+:class:`EngineSettings` is the part of :class:`~switchboard.supervisor.settings.
+StackSettings` that chooses the engine (``engine = "sim"``, the simulation, or
+``"llama-cpp"`` with ``model = "PATH.gguf"``) and sizes it. Each backend's settings
+default to that backend's own definition (:class:`~switchboard.engine.scheduler.
+SchedulerConfig`, :class:`~switchboard.engine.llama_cpp.config.LlamaConfig`); a setting
+of the other backend given a value is refused, never ignored. With llama.cpp, the
+workers and detokenizers tokenize with the model's own tokenizer (its GGUF file), so a
+``tokenizer`` setting is refused too. :func:`engine_flags` is what the supervisor hands
+the engine, :func:`served_tokenizer` what it hands the workers and detokenizers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings
+
+from switchboard.engine.llama_cpp.config import LlamaConfig
+from switchboard.engine.scheduler import SchedulerConfig
+
+__all__ = [
+    "EngineBackend",
+    "EngineSettings",
+    "engine_description",
+    "engine_flags",
+    "served_model_name",
+    "served_tokenizer",
+]
+
+#: ``engine``: the simulated engine, or llama.cpp serving ``model``.
+EngineBackend = Literal["sim", "llama-cpp"]
+
+#: The simulated engine's settings, each the engine flag ``--<name with dashes>``.
+_SIM_ONLY = ("step_time_s", "per_token_cost_s", "max_running_requests", "max_tokens_per_step")
+#: llama.cpp's settings, likewise.
+_LLAMA_ONLY = ("context_size", "batch_size", "sequences", "threads")
+
+
+class EngineSettings(BaseSettings):
+    """Which engine the stack runs, and its settings."""
+
+    engine: EngineBackend = Field(
+        "sim",
+        description="sim: the built-in simulated engine; llama-cpp: the model file (model) "
+        "through llama.cpp, with the model's own tokenizer in every worker",
+    )
+    model: Path | None = Field(
+        None, description="the GGUF model file llama-cpp serves (engine = llama-cpp)"
+    )
+    tokenizer: Path | None = Field(
+        None,
+        description="tokenizer.json, model directory or GGUF file (unset: the built-in "
+        "tokenizer; with engine llama-cpp, always the model's own)",
+    )
+    context_size: int = Field(
+        LlamaConfig.context_size,
+        ge=2,
+        description="llama-cpp: KV cells shared by the running requests, the most one holds",
+    )
+    batch_size: int = Field(
+        LlamaConfig.batch_size, ge=1, description="llama-cpp: tokens one step feeds the model"
+    )
+    sequences: int = Field(
+        LlamaConfig.sequences, ge=1, le=256, description="llama-cpp: requests decoded together"
+    )
+    threads: int = Field(
+        LlamaConfig.threads,
+        ge=0,
+        description="llama-cpp: CPU threads (0: one fewer than the usable CPUs)",
+    )
+    step_time_s: float = Field(
+        SchedulerConfig.step_time_s, ge=0, description="engine: seconds per scheduler step"
+    )
+    per_token_cost_s: float = Field(
+        SchedulerConfig.per_token_cost_s, ge=0, description="engine: extra seconds per token"
+    )
+    max_running_requests: int = Field(
+        SchedulerConfig.max_running_requests, ge=1, description="engine: running requests at most"
+    )
+    max_waiting_requests: int = Field(
+        SchedulerConfig.max_waiting_requests,
+        ge=1,
+        description="engine: requests waiting to run at most; beyond, one is refused at once",
+    )
+    max_tokens_per_step: int = Field(
+        SchedulerConfig.max_tokens_per_step, ge=1, description="engine: prefill + decode budget"
+    )
+
+    @field_validator("tokenizer", "model")
+    @classmethod
+    def _expand_home(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser()
+
+    @model_validator(mode="after")
+    def _one_engine(self) -> Self:
+        defaults = type(self).model_fields
+        if self.engine == "llama-cpp":
+            if self.model is None:
+                raise ValueError("engine llama-cpp needs model (--model PATH.gguf)")
+            if self.tokenizer is not None:
+                raise ValueError(
+                    "tokenizer is not used with engine llama-cpp: every process tokenizes "
+                    "with the model's own"
+                )
+            given = [name for name in _SIM_ONLY if getattr(self, name) != defaults[name].default]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for engine sim")
+        else:
+            given = [name for name in _LLAMA_ONLY if getattr(self, name) != defaults[name].default]
+            if self.model is not None:
+                given.insert(0, "model")
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for engine llama-cpp")
+        if self.engine == "llama-cpp" and self.batch_size < self.sequences:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) is below sequences ({self.sequences}): every "
+                "decoding request feeds one token per step"
+            )
+        return self
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def engine_flags(settings: EngineSettings) -> tuple[str, ...]:
+    """The engine's own flags for ``settings`` (after the common ones)."""
+    common = (_flag("max_waiting_requests"), str(settings.max_waiting_requests))
+    if settings.engine == "llama-cpp":
+        flags: tuple[str, ...] = ("--backend", "llama-cpp", "--model", str(settings.model))
+        for name in _LLAMA_ONLY:
+            flags += (_flag(name), str(getattr(settings, name)))
+        return flags + common
+    flags = ()
+    for name in _SIM_ONLY:
+        value = getattr(settings, name)
+        flags += (_flag(name), repr(value) if isinstance(value, float) else str(value))
+    tokenizer = ("--tokenizer", str(settings.tokenizer)) if settings.tokenizer else ()
+    return flags + common + tokenizer
+
+
+def engine_description(settings: EngineSettings) -> str:
+    """The engine as the serving line names it: ``built-in engine``, ``llama-cpp engine
+    serving m.gguf``."""
+    if settings.engine == "llama-cpp" and settings.model is not None:
+        return f"llama-cpp engine serving {settings.model.name}"
+    return "built-in engine"
+
+
+def served_model_name(settings: EngineSettings, model_name: str, default: str) -> str:
+    """The model name the workers report: ``model_name``, or with llama.cpp and
+    ``model_name`` left at ``default``, the model file's name without ``.gguf``."""
+    if settings.engine == "llama-cpp" and settings.model is not None and model_name == default:
+        return settings.model.name.removesuffix(".gguf")
+    return model_name
+
+
+def served_tokenizer(settings: EngineSettings) -> Path | None:
+    """The tokenizer the workers and detokenizers load: the model with llama.cpp."""
+    return settings.model if settings.engine == "llama-cpp" else settings.tokenizer
