@@ -43,7 +43,9 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--outputs-endpoint", help="the router's outputs (default: run dir)")
     add_beacon_flag(parser)
-    parser.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
+    parser.add_argument(
+        "--tokenizer", help="tokenizer.json, model directory or .gguf model (default: built in)"
+    )
     add_settings_flags(parser, DetokenizerSettings)
 
 

@@ -49,7 +49,7 @@ from router_core.counters import Counters
 from router_core.wire.finish import FinishReason, abort_reason, lost_reason
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
 from router_core.wire.split import batch_columns
-from switchboard.text import IncrementalDetokenizer, StopChecker, Tokenizer
+from switchboard.text import IncrementalDetokenizer, StopChecker, TextCodec
 
 __all__ = [
     "ALREADY_ABORTED",
@@ -133,7 +133,7 @@ class RowDetokenizer:
 
     def __init__(
         self,
-        tokenizer: Tokenizer,
+        tokenizer: TextCodec,
         *,
         holdback_chars: int = 32,
         ttl_s: float = 600.0,

@@ -11,7 +11,7 @@ from typing import Literal
 
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 from router_core.settings_fields import flagged
-from switchboard.text import Tokenizer
+from switchboard.text import TextCodec
 
 __all__ = ["DetokenizerSettings", "OutputsTo"]
 
@@ -37,7 +37,7 @@ class DetokenizerSettings:
     #: The stack key its beacons carry (:mod:`router_core.credentials`; None: none).
     key: str | None = field(default=None, repr=False)
     #: A loaded tokenizer; None loads the built-in default in :meth:`Detokenizer.run`.
-    tokenizer: Tokenizer | None = None
+    tokenizer: TextCodec | None = None
     hwm: int = DEFAULT_HWM
     backlog_limit: int = DEFAULT_BACKLOG
     drain_timeout_s: float = 2.0

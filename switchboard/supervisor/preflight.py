@@ -17,7 +17,7 @@ from router_core.endpoints import RouterEndpoints
 from router_core.run_dir import RunDirError, check_private
 from switchboard.supervisor.rundir import MAX_IPC_PATH, socket_in_use
 from switchboard.supervisor.settings import SettingsError, StackSettings
-from switchboard.text import Tokenizer, TokenizerLoadError, load_tokenizer
+from switchboard.text import TextCodec, TokenizerLoadError, load_tokenizer
 
 __all__ = [
     "check_audit_log",
@@ -60,7 +60,7 @@ def check_port_free(host: str, port: int, *, where: str = "", host_where: str = 
         probe.close()
 
 
-def check_tokenizer(path: Path | None, *, where: str = "") -> Tokenizer:
+def check_tokenizer(path: Path | None, *, where: str = "") -> TextCodec:
     """Load the tokenizer the children will load; SettingsError if it cannot be, naming
     ``where`` (default ``tokenizer PATH``), the reason and what a tokenizer path may be.
 
@@ -115,7 +115,7 @@ def check_audit_log(path: Path | None, *, where: str = "") -> None:
     os.close(handle)
 
 
-def preflight(settings: StackSettings) -> Tokenizer:
+def preflight(settings: StackSettings) -> TextCodec:
     """Every check, cheapest first (the audit file last: it is created when it can be,
     and no other refusal should leave it behind); returns the loaded tokenizer."""
     check_run_dir(settings.run_dir, where=settings.origin("run_dir"))

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from switchboard.text.codec import TextCodec
 from switchboard.text.stop import StopChecker
-from switchboard.text.tokenizer import Tokenizer
 
 __all__ = ["REPLACEMENT_CHARACTER", "IncrementalDetokenizer", "TextDelta"]
 
@@ -53,7 +53,7 @@ class IncrementalDetokenizer:
 
     def __init__(
         self,
-        tokenizer: Tokenizer,
+        tokenizer: TextCodec,
         *,
         skip_special_tokens: bool = True,
         spaces_between_special_tokens: bool = False,

@@ -1,8 +1,11 @@
-"""Tokenizers: load any ``tokenizer.json`` (``--tokenizer PATH``) or the trained default.
+"""Tokenizers: load any ``tokenizer.json`` or GGUF model (``--tokenizer PATH``) or the
+trained default.
 
 :class:`Tokenizer` is a thin wrapper over a HF ``tokenizers.Tokenizer`` that gives the
-rest of Switchboard the few things it needs: ``encode``, ``decode`` with the request's
-special-token options, the EOS id, the vocabulary size and the special tokens.
+rest of Switchboard the few things it needs (:class:`~switchboard.text.codec.TextCodec`):
+``encode``, ``decode`` with the request's special-token options, the EOS id, the
+vocabulary size and the special tokens. A GGUF path loads a
+:class:`~switchboard.text.gguf_tokenizer.GgufTokenizer` instead.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import overload
 
 import tokenizers
 
+from switchboard.text.codec import TextCodec, TokenizerLoadError
 from switchboard.text.default_tokenizer import ensure_default_tokenizer
+from switchboard.text.gguf_file import is_gguf_file, load_gguf_tokenizer
 
 __all__ = ["KNOWN_EOS_TOKENS", "Tokenizer", "TokenizerLoadError", "load_tokenizer"]
 
@@ -26,19 +32,6 @@ KNOWN_EOS_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|
 
 #: What a tokenizer path may be, said whenever one cannot be loaded.
 EXPECTED_PATH = "expected a tokenizer.json file, or a model directory holding one"
-
-
-class TokenizerLoadError(Exception):
-    """A tokenizer could not be loaded: ``tokenizer <path>: <reason>``.
-
-    ``path`` is the path as given, ``reason`` what is wrong with it, so that a caller
-    naming the setting itself (``stack.toml: tokenizer = "..."``) can add the reason.
-    """
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"tokenizer {path}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 class Tokenizer:
@@ -173,24 +166,41 @@ def _config_eos_token(tokenizer_file: Path) -> str | None:
     return eos if isinstance(eos, str) else None
 
 
+@overload
+def load_tokenizer(
+    path: None = None, *, cache_dir: Path | None = None, eos_token: str | None = None
+) -> Tokenizer: ...
+
+
+@overload
+def load_tokenizer(
+    path: str | os.PathLike[str], *, cache_dir: Path | None = None, eos_token: str | None = None
+) -> TextCodec: ...
+
+
 def load_tokenizer(
     path: str | os.PathLike[str] | None = None,
     *,
     cache_dir: Path | None = None,
     eos_token: str | None = None,
-) -> Tokenizer:
+) -> TextCodec:
     """Load the tokenizer at ``path``, or the default one when ``path`` is None.
 
     ``path`` is a ``tokenizer.json`` or a directory holding one (a HF model directory);
     the EOS token is ``eos_token``, else the ``eos_token`` of a ``tokenizer_config.json``
-    beside the file, else a well-known one. Raises :class:`TokenizerLoadError` naming
-    the path when it is missing, unreadable or not a tokenizer. The default (see
+    beside the file, else a well-known one. A path ending in ``.gguf``, or a file that
+    starts with the GGUF magic, is a GGUF model whose own vocabulary llama.cpp loads
+    (:func:`~switchboard.text.gguf_file.load_gguf_tokenizer`; it needs the
+    ``llama`` extra). Raises :class:`TokenizerLoadError` naming the path when it is
+    missing, unreadable or not a tokenizer. The default (see
     :mod:`switchboard.text.default_tokenizer`) is cached under ``cache_dir``.
     """
     if path is None:
         backend, source = ensure_default_tokenizer(cache_dir)
         return Tokenizer(backend, source=source, eos_token=eos_token)
     given = os.fspath(path)
+    if given.lower().endswith(".gguf") or is_gguf_file(path):
+        return load_gguf_tokenizer(path, eos_token=eos_token)
     tokenizer_file = Path(path)
     if tokenizer_file.is_dir():
         tokenizer_file = tokenizer_file / "tokenizer.json"

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
-from switchboard.text import Tokenizer
+from switchboard.text import TextCodec
 from switchboard.worker import native, openai_api
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
@@ -28,7 +28,7 @@ __all__ = ["create_app"]
 
 
 def create_app(
-    settings: WorkerSettings, tokenizer: Tokenizer, metrics: Metrics | None = None
+    settings: WorkerSettings, tokenizer: TextCodec, metrics: Metrics | None = None
 ) -> FastAPI:
     """The worker's app; its lifespan opens the link (registering with the router) and
     closes it (deregistering) after the last request. No I/O happens before startup.

@@ -45,7 +45,9 @@ def add_parser(sub: Any) -> None:
         "for old clients (default: JSON types only, others get 415)",
     )
     add_settings_flags(parser, WorkerLinkSettings)
-    parser.add_argument("--tokenizer", help="tokenizer.json or model directory (default: built in)")
+    parser.add_argument(
+        "--tokenizer", help="tokenizer.json, model directory or .gguf model (default: built in)"
+    )
     parser.add_argument("--address", help="this worker's return address (default: run dir)")
     parser.add_argument(
         "--requests-endpoint", help="the router's requests PULL (default: in --run-dir)"

@@ -21,7 +21,7 @@ from router_core.wire import Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
 from router_core.worker_link import OutputRow, RequestLost, WorkerLink, finish_reason_of
-from switchboard.text import Tokenizer
+from switchboard.text import TextCodec
 from switchboard.worker.metrics import NO_METRICS, Metrics
 from switchboard.worker.settings import WorkerSettings
 
@@ -126,7 +126,7 @@ class Generation:
     def __init__(
         self,
         link: WorkerLink,
-        tokenizer: Tokenizer,
+        tokenizer: TextCodec,
         settings: WorkerSettings,
         metrics: Metrics = NO_METRICS,
     ) -> None:

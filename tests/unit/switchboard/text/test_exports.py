@@ -16,8 +16,12 @@ class TestExports:
         "name",
         [
             "switchboard.text",
+            "switchboard.text.codec",
             "switchboard.text.default_tokenizer",
+            "switchboard.text.gguf_file",
+            "switchboard.text.gguf_tokenizer",
             "switchboard.text.incremental",
+            "switchboard.text.llama_runtime",
             "switchboard.text.stop",
             "switchboard.text.tokenizer",
         ],
