@@ -52,6 +52,7 @@ SUBCOMMANDS: Final[Mapping[str, Subcommand]] = MappingProxyType(
         "up": Subcommand("switchboard.supervisor.cli", light=False),
         "ctl": Subcommand("switchboard.cli.ctl"),
         "bench": Subcommand("switchboard.cli.bench"),
+        "models": Subcommand("switchboard.models.cli"),
     }
 )
 

@@ -16,6 +16,7 @@ REQUIRED = {
     "bench": ("router",),
     "ctl": ("status",),
     "drain": ("w0",),
+    "models": ("demo",),
     "undrain": ("w0",),
     "worker": ("--worker-id", "w0"),
 }
