@@ -132,9 +132,9 @@ class LlamaScheduler(QueueingScheduler):
                 break
             aborted += self._make_room()
         self.steps += 1
-        rows = [*aborted, *self._advance(chunks)]
         tokens = sum(len(chunk) for chunk in chunks)
         decode_tokens = sum(1 for chunk in chunks if chunk.start == chunk.slot.total - 1)
+        rows = [*aborted, *self._advance(chunks)]
         self.last_step_tokens = tokens
         self._recent.append((time.monotonic(), tokens))
         result = StepResult(rows, self.steps, tokens - decode_tokens, decode_tokens)
