@@ -22,7 +22,7 @@ from switchboard.cli.parsing import OneLineParser
 if TYPE_CHECKING:
     from router_core.endpoints import OutputsVia
     from router_core.process import Service
-    from switchboard.text import Tokenizer
+    from switchboard.text import TextCodec
 
 __all__ = [
     "OneLineParser",
@@ -258,13 +258,14 @@ def beacon_endpoint(args: argparse.Namespace, directory: str | None) -> str | No
     )
 
 
-def tokenizer_flag(args: argparse.Namespace) -> Tokenizer:
+def tokenizer_flag(args: argparse.Namespace) -> TextCodec:
     """The tokenizer ``--tokenizer`` names (the built-in one without it);
     :class:`UsageError` ``--tokenizer PATH: <what is wrong and what is expected>``."""
     from switchboard.text import TokenizerLoadError, load_tokenizer
 
+    path: str | None = args.tokenizer
     try:
-        return load_tokenizer(args.tokenizer)
+        return load_tokenizer(path) if path is not None else load_tokenizer()
     except TokenizerLoadError as exc:
         raise UsageError(f"--tokenizer {exc.path}: {exc.reason}") from exc
 

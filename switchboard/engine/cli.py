@@ -144,10 +144,10 @@ def _link(args: argparse.Namespace) -> EngineLink:
 
 def _run_llama(args: argparse.Namespace) -> int:
     from switchboard.engine.engine import BuiltinEngine
-    from switchboard.engine.llama_cpp.library import LlamaUnavailable
     from switchboard.engine.llama_cpp.model_file import ModelFileError
     from switchboard.engine.llama_cpp.runtime import LlamaRuntime
     from switchboard.engine.llama_cpp.scheduler import LlamaScheduler
+    from switchboard.text.llama_runtime import LlamaUnavailable
 
     sim_only = _given(args, SchedulerConfig, _SIM_ONLY)
     if sim_only:

@@ -123,6 +123,11 @@ def preflight(settings: StackSettings) -> TextCodec:
     check_port_free(settings.host, settings.port, where=settings.origin("port"), host_where=host)
     admin_port = settings.origin("admin_port")
     check_port_free(settings.host, settings.admin_port, where=admin_port, host_where=host)
-    tokenizer = check_tokenizer(settings.tokenizer, where=settings.origin("tokenizer"))
+    if settings.engine == "llama-cpp":
+        # The model's vocabulary, loaded as the workers will: a file that is missing, not
+        # GGUF, or of an architecture llama.cpp does not know fails here, in one line.
+        tokenizer = check_tokenizer(settings.model, where=settings.origin("model"))
+    else:
+        tokenizer = check_tokenizer(settings.tokenizer, where=settings.origin("tokenizer"))
     check_audit_log(settings.admin_audit_log, where=settings.origin("admin_audit_log"))
     return tokenizer

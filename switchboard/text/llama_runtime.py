@@ -32,7 +32,9 @@ INSTALL_HINT = "install the llama extra: pip install -e '.[llama]' (or make llam
 
 #: ggml.h ``enum ggml_log_level`` (the binding's ``_logger.py`` still has an older order).
 _GGML_WARN, _GGML_ERROR, _GGML_CONT = 3, 4, 5
-_LEVELS = {_GGML_WARN: logging.INFO, _GGML_ERROR: logging.ERROR}
+#: Errors go to debug too: every one is said by the call that failed (its message is
+#: built from :func:`recent_errors`), so that a model that cannot load is one line.
+_LEVELS = {_GGML_WARN: logging.INFO}
 
 _lock = threading.Lock()
 #: The module under "api"; the callback under "callback", referenced for the life of the

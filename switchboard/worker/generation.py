@@ -192,9 +192,17 @@ class Generation:
             raise PromptError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})")
         return Prompt(ids=list(ids))
 
+    def context_length(self) -> int:
+        """The most tokens one request may hold: this worker's ``context_length``, or the
+        engine's, from its latest load snapshot, when that is smaller."""
+        load = self.link.load
+        engine = load.context_length if load is not None else 0
+        limit = self.settings.context_length
+        return min(limit, engine) if engine > 0 else limit
+
     def check_length(self, prompt: Prompt, max_new_tokens: int) -> None:
         """Refuse a request whose prompt plus output exceeds the context length."""
-        limit = self.settings.context_length
+        limit = self.context_length()
         if len(prompt.ids) + max_new_tokens > limit:
             raise PromptError(
                 f"the prompt ({len(prompt.ids)} tokens) plus max_new_tokens "

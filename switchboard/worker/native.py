@@ -232,7 +232,7 @@ def _model_info(settings: WorkerSettings, generation: Generation) -> dict[str, A
         "tokenizer_path": generation.tokenizer.source,
         "served_model_name": settings.model_name,
         "is_generation": True,
-        "context_length": settings.context_length,
+        "context_length": generation.context_length(),
         "vocab_size": generation.tokenizer.vocab_size,
     }
 
@@ -253,7 +253,7 @@ def _server_info(settings: WorkerSettings, generation: Generation) -> dict[str, 
         "host": socket.gethostname(),
         "listen": f"{settings.host}:{settings.port}",
         "served_model_name": settings.model_name,
-        "context_length": settings.context_length,
+        "context_length": generation.context_length(),
         "default_max_new_tokens": settings.default_max_new_tokens,
         "tokenizer_path": generation.tokenizer.source,
         **{"worker": (status := link.status()), "load": status["load"]},

@@ -91,26 +91,28 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 
 @router.get("/models")
-async def list_models(settings: SettingsDep) -> dict[str, Any]:
+async def list_models(settings: SettingsDep, generation: GenerationDep) -> dict[str, Any]:
     """The one model this stack serves."""
-    return {"object": "list", "data": [_model_card(settings)]}
+    return {"object": "list", "data": [_model_card(settings, generation)]}
 
 
 @router.get("/models/{model}")
-async def retrieve_model(model: str, settings: SettingsDep) -> dict[str, Any]:
+async def retrieve_model(
+    model: str, settings: SettingsDep, generation: GenerationDep
+) -> dict[str, Any]:
     """One model by name; 404 for any other name."""
     _check_model(model, settings)
-    return _model_card(settings)
+    return _model_card(settings, generation)
 
 
-def _model_card(settings: WorkerSettings) -> dict[str, Any]:
+def _model_card(settings: WorkerSettings, generation: Generation) -> dict[str, Any]:
     return {
         "id": settings.model_name,
         "object": "model",
         "created": _STARTED,
         "owned_by": "switchboard",
         "root": settings.model_name,
-        "max_model_len": settings.context_length,
+        "max_model_len": generation.context_length(),
     }
 
 

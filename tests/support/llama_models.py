@@ -37,7 +37,7 @@ class GreedyReference:
     def __init__(self, model: Path, n_ctx: int = 1024) -> None:
         import llama_cpp
 
-        from switchboard.engine.llama_cpp.library import llama_api
+        from switchboard.text.llama_runtime import llama_api
 
         llama_api()  # llama.cpp's own log goes to the logger, not stderr
         # verbose=False would wrap every call in llama-cpp-python's stdout/stderr

@@ -1,7 +1,8 @@
 """The llama.cpp engine backend: real models from GGUF files, batched continuously.
 
-* :mod:`~.library` loads llama-cpp-python's C API once per process and keeps llama.cpp's
-  log out of the process's stderr (its errors become the reasons of load failures);
+* :mod:`switchboard.text.llama_runtime` (shared with the GGUF tokenizer) loads
+  llama-cpp-python's C API once per process and keeps llama.cpp's log out of stderr
+  (its errors become the reasons of the calls that fail);
 * :mod:`~.model_file` checks a model path and loads the model, failing with one line;
 * :mod:`~.runtime` owns the model, its context (one KV cache shared by every sequence)
   and the decode batch;

@@ -14,12 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from switchboard.engine.llama_cpp.library import llama_api, recent_errors
+from switchboard.text.gguf_file import GGUF_MAGIC
+from switchboard.text.llama_runtime import llama_api, recent_errors
 
-__all__ = ["GGUF_MAGIC", "ModelFileError", "check_model_file", "load_model"]
-
-#: The first four bytes of every GGUF file.
-GGUF_MAGIC = b"GGUF"
+__all__ = ["ModelFileError", "check_model_file", "load_model"]
 
 
 class ModelFileError(Exception):

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from switchboard.engine.llama_cpp.config import LlamaConfig
-from switchboard.engine.llama_cpp.library import llama_api, recent_errors
 from switchboard.engine.llama_cpp.model_file import ModelFileError, load_model
+from switchboard.text.llama_runtime import llama_api, recent_errors
 
 __all__ = ["DECODE_NO_KV_SLOT", "DecodeError", "FeedToken", "LlamaRuntime"]
 

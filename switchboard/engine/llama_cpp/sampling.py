@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from router_core.wire.requests import SamplingParams
-from switchboard.engine.llama_cpp.library import llama_api
+from switchboard.text.llama_runtime import llama_api
 
 __all__ = ["PENALTY_WINDOW", "ChainStep", "SamplerChain", "TokenLogprob", "chain_steps", "logprob"]
 

@@ -329,19 +329,21 @@ class TestLoadErrors:
     @pytest.mark.parametrize("name", ["model.gguf", "model.bin"])
     def test_truncated(self, tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture) -> None:
         """Half a GGUF file (found by its magic whatever its name) fails with llama.cpp's
-        reason on one line, and llama.cpp's error reaches the logger."""
+        reason on one line; llama.cpp's own error lines go to the logger at debug only
+        (the failure says them once)."""
         whole = llama_vocab.vocab_file("llama-spm").read_bytes()
         path = tmp_path / name
         path.write_bytes(whole[: len(whole) // 2])
         with (
-            caplog.at_level(logging.ERROR, logger="switchboard.text.llama"),
+            caplog.at_level(logging.DEBUG, logger="switchboard.text.llama"),
             pytest.raises(TokenizerLoadError, match=r"llama\.cpp cannot load") as caught,
         ):
             load_tokenizer(path)
         message = str(caught.value)
         assert str(path) in message and "\n" not in message
         assert "failed to read" in message
-        assert any(record.levelno == logging.ERROR for record in caplog.records)
+        assert any("failed to read" in record.getMessage() for record in caplog.records)
+        assert all(record.levelno < logging.WARNING for record in caplog.records)
 
     def test_binding_missing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without llama-cpp-python the error says which extra to install."""

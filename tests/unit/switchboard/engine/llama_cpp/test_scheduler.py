@@ -99,7 +99,7 @@ class TestContinuousBatching:
         for step in range(6):
             collect(scheduler.step(0.0), tokens, ended)
             scheduler.admit(request(f"b{step}", PROMPTS[4 + step]))
-        more, later = run(scheduler)
+        more, _ = run(scheduler)
         for rid, ids in more.items():
             tokens.setdefault(rid, []).extend(ids)
         for index in range(4):
