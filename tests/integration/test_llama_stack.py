@@ -1,0 +1,175 @@
+"""``switchboard up --engine llama-cpp`` on a generated model: real text, exactly.
+
+Every expected text comes from llama-cpp-python's own ``Llama`` decoding each prompt
+alone (:class:`tests.support.llama_models.GreedyReference`), decoded to text by the
+model's own tokenizer; the stack under test runs the real supervisor, workers,
+detokenizers, routers and llama.cpp engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from switchboard.text import load_tokenizer
+from tests.integration.harness.sse import SseStream, generate_stream, stream_problems
+from tests.integration.harness.supervisor import Stacks, Supervisor, refuse
+from tests.support.llama_models import GreedyReference, tiny_model
+
+pytestmark = pytest.mark.integration
+
+TOKENS = 24
+#: 20 prompts as token ids (BOS first, 3 to 41 tokens) and 4 as text.
+ID_PROMPTS = [[1, *range(700 + 13 * i, 700 + 13 * i + 2 + 2 * i)] for i in range(20)]
+TEXT_PROMPTS = ["Hello world", "The quick brown fox", "  leading spaces", "naïve café 東京 🦙"]
+
+
+@pytest.fixture(scope="module")
+def reference() -> Iterator[GreedyReference]:
+    ref = GreedyReference(tiny_model())
+    yield ref
+    ref.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Supervisor]:
+    owner = Stacks(tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("logs"))
+    try:
+        yield owner.start(
+            *("--engine", "llama-cpp", "--model", str(tiny_model())),
+            *("--workers", "2", "--detokenizers", "2"),
+            *("--sequences", "16", "--batch-size", "128", "--context-size", "1024"),
+        )
+    finally:
+        problems = owner.close()
+        assert not problems, "\n".join(problems)
+
+
+def admin(stack: Supervisor) -> tuple[str, dict[str, str]]:
+    """The admin URL and the operator token of the generated console link."""
+    line = stack.stdout().strip()
+    match = re.search(r"console (http://[^/\s]+)/#token=([^;\s]+)", line)
+    assert match is not None, line
+    return match.group(1), {"Authorization": f"Bearer {match.group(2)}"}
+
+
+def greedy_body(prompt: list[int] | str, tokens: int = TOKENS) -> dict[str, Any]:
+    key = "text" if isinstance(prompt, str) else "input_ids"
+    params = {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True}
+    return {key: prompt, "sampling_params": params}
+
+
+def expected_text(reference: GreedyReference, prompt: list[int] | str, tokens: int) -> str:
+    ids = reference.text_tokens(prompt) if isinstance(prompt, str) else prompt
+    tokenizer = load_tokenizer(tiny_model())
+    return tokenizer.decode(reference.tokens(ids, tokens))
+
+
+async def streams(
+    url: str, prompts: list[Any], tokens: int = TOKENS, during: Any = None
+) -> list[SseStream]:
+    """Every prompt streamed at once (greedy, ``tokens`` each); ``during`` (an async
+    function of the streams so far) runs once every stream has had a few events (at most
+    30 s later)."""
+    seen = [SseStream() for _ in prompts]
+    async with httpx.AsyncClient(base_url=url, timeout=90) as client:
+        tasks = [
+            asyncio.create_task(generate_stream(client, greedy_body(prompt, tokens), into=one))
+            for prompt, one in zip(prompts, seen, strict=True)
+        ]
+        if during is not None:
+            async with asyncio.timeout(30):
+                while not all(len(one.events) >= 3 or one.done for one in seen):
+                    await asyncio.sleep(0.005)
+            await during(seen)
+        await asyncio.gather(*tasks)
+    return seen
+
+
+def check_exact(
+    reference: GreedyReference, prompts: list[Any], seen: list[SseStream], tokens: int = TOKENS
+) -> int:
+    """How many streams ended well with their exact text (asserting each)."""
+    for prompt, one in zip(prompts, seen, strict=True):
+        assert one.events, (prompt, one.status, one.error)
+        rid = one.events[0]["meta_info"]["id"]
+        problems = stream_problems(one, rid, expected_text(reference, prompt, tokens), tokens)
+        assert not problems, (prompt, problems)
+    return len(seen)
+
+
+class TestExactness:
+    def test_concurrent_greedy_streams_equal_each_prompt_alone(
+        self, stack: Supervisor, reference: GreedyReference
+    ) -> None:
+        """24 concurrent greedy streams (20 id prompts, 4 text prompts) each end with the
+        text llama.cpp makes of its prompt alone, with every token counted."""
+        prompts: list[Any] = [*ID_PROMPTS, *TEXT_PROMPTS]
+        seen = asyncio.run(streams(stack.url, prompts))
+        assert check_exact(reference, prompts, seen) == 24
+
+    @pytest.mark.parametrize("mode", ["in_place", "retract"])
+    def test_a_pause_mid_stream_changes_no_text(
+        self, stack: Supervisor, reference: GreedyReference, mode: str
+    ) -> None:
+        """Streams paused mid-way (in_place, retract) and continued end exactly as alone."""
+        admin_url, headers = admin(stack)
+        answers: list[httpx.Response] = []
+        tokens_at_pause: list[int] = []
+
+        async def pause_and_continue(seen: list[SseStream]) -> None:
+            tokens_at_pause.extend(one.completion_tokens for one in seen)
+            async with httpx.AsyncClient(base_url=admin_url, headers=headers, timeout=30) as api:
+                answers.append(await api.post("/api/pause", json={"mode": mode}))
+                answers.append(await api.post("/api/continue", json={}))
+
+        prompts: list[Any] = ID_PROMPTS[:8]
+        seen = asyncio.run(streams(stack.url, prompts, 240, during=pause_and_continue))
+        assert [answer.status_code for answer in answers] == [200, 200], answers[0].text
+        assert all(0 < count < 240 for count in tokens_at_pause), tokens_at_pause
+        assert check_exact(reference, prompts, seen, 240) == 8
+
+
+class TestLimits:
+    def test_a_prompt_beyond_the_engines_context_is_a_400_naming_both(
+        self, stack: Supervisor
+    ) -> None:
+        """Workers learn the context (1024) from the engine: a longer request is a 400."""
+        info = httpx.get(f"{stack.url}/get_model_info", timeout=10).json()
+        assert info["context_length"] == 1024
+        body = {"input_ids": [1] * 1000, "sampling_params": {"max_new_tokens": 100}}
+        answer = httpx.post(f"{stack.url}/generate", json=body, timeout=30)
+        assert answer.status_code == 400
+        message = answer.json()["error"]["message"]
+        assert "(1000 tokens)" in message and "1024 tokens" in message
+
+    def test_the_model_name_is_the_files(self, stack: Supervisor) -> None:
+        """Unless named, the workers serve the model under its file's name."""
+        models = httpx.get(f"{stack.url}/v1/models", timeout=10).json()["data"]
+        assert [model["id"] for model in models] == [tiny_model().name.removesuffix(".gguf")]
+        assert models[0]["max_model_len"] == 1024
+
+
+class TestRefusals:
+    def test_a_missing_or_foreign_model_is_one_line(self, tmp_path: Path) -> None:
+        """up refuses a model that does not exist or is not GGUF, naming the file."""
+        missing = refuse(tmp_path, "--engine", "llama-cpp", "--model", str(tmp_path / "no.gguf"))
+        assert str(tmp_path / "no.gguf") in missing
+        text = tmp_path / "notes.gguf"
+        text.write_text("not a model")
+        foreign = refuse(tmp_path, "--engine", "llama-cpp", "--model", str(text))
+        assert str(text) in foreign and "GGUF" in foreign
+
+    def test_settings_of_the_other_engine_are_refused(self, tmp_path: Path) -> None:
+        """--model without llama-cpp, or a sim-only setting with it, is refused."""
+        assert "only for engine llama-cpp" in refuse(tmp_path, "--model", str(tiny_model()))
+        line = refuse(
+            tmp_path, "--engine", "llama-cpp", "--model", str(tiny_model()), "--step-time-s", "1"
+        )
+        assert "step_time_s: only for engine sim" in line
