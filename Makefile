@@ -78,12 +78,12 @@ typecheck: venv llama
 	$(BIN)/mypy router_core httpkit app switchboard examples dashboards
 
 test: system-deps node-deps llama lint typecheck
-	SWITCHBOARD_LLAMA_SDIST=$(LLAMA_SDIST) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	LLAMA_CPP_SDIST=$(LLAMA_SDIST) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The fault suite's long variants (docs/reliability.md): a 30-minute soak at half the
 # measured peak, and more requests, frames and operations in every other fault test.
 soak: venv llama
-	SWITCHBOARD_LLAMA_SDIST=$(LLAMA_SDIST) SWITCHBOARD_SOAK=1 $(BIN)/python -m pytest tests/fault -m fault $(PYTEST_ARGS)
+	LLAMA_CPP_SDIST=$(LLAMA_SDIST) SWITCHBOARD_SOAK=1 $(BIN)/python -m pytest tests/fault -m fault $(PYTEST_ARGS)
 
 run: venv
 	$(BIN)/switchboard up $(RUN_ARGS)

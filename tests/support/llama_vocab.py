@@ -3,7 +3,7 @@
 The sdist (``make llama`` downloads it) carries ``vendor/llama.cpp/models/ggml-vocab-*``:
 vocabulary-only GGUF files of many model families, most with ``.inp``/``.out`` test
 vectors that llama.cpp's ``tests/test-tokenizer-0.cpp`` checks. The sdist is
-``$SWITCHBOARD_LLAMA_SDIST`` (the Makefile sets it), else
+``$LLAMA_CPP_SDIST`` (the Makefile sets it), else
 ``~/.cache/switchboard/sdist/llama_cpp_python-0.3.36.tar.gz`` (under
 ``$SWITCHBOARD_CACHE_DIR`` when that is set). Its vocabulary members are extracted once
 into ``<cache>/llama-vocab/<version>/``: into a temporary directory first, renamed into
@@ -40,7 +40,7 @@ __all__ = [
 #: The llama-cpp-python release the ``llama`` extra pins.
 LLAMA_CPP_VERSION = "0.3.36"
 #: Names the sdist to read.
-SDIST_ENV = "SWITCHBOARD_LLAMA_SDIST"
+SDIST_ENV = "LLAMA_CPP_SDIST"
 #: Where the vocabulary files sit inside the sdist, below its top directory.
 _MEMBER_DIR = "vendor/llama.cpp/models/"
 _MEMBER_PREFIX = "ggml-vocab-"
@@ -63,7 +63,7 @@ TestVector = tuple[str, list[int]]
 
 
 def sdist_path() -> Path:
-    """The sdist: ``$SWITCHBOARD_LLAMA_SDIST``, else the one ``make llama`` caches."""
+    """The sdist: ``$LLAMA_CPP_SDIST``, else the one ``make llama`` caches."""
     configured = os.environ.get(SDIST_ENV)
     if configured:
         return Path(configured)
