@@ -27,7 +27,7 @@ from tests.fault.harness.figures import Figures
 from tests.fault.harness.fuzz_send import Attacker
 from tests.fault.harness.fuzz_targets import stack_targets
 from tests.fault.harness.load import Load
-from tests.fault.harness.metrics import scrape_rejected
+from tests.fault.harness.metrics import scrape_dropped, scrape_rejected
 from tests.fault.harness.modes import scaled
 from tests.fault.harness.recovery import poll
 from tests.fault.harness.stack import FaultStack, StackConfig, fault_stack
@@ -73,7 +73,15 @@ async def attack_while_serving(stack: FaultStack, figures: Figures) -> None:
                 await poll(counted, COUNTED_S, "every message counted")
             except AssertionError as exc:
                 figures.note(str(exc))
-            await poll(lambda: asyncio.to_thread(attacker.read_replies), 20.0, "control replies")
+            try:
+                await poll(lambda: asyncio.to_thread(attacker.read_replies), 20.0, "replies")
+            except AssertionError as exc:
+                # Say which socket fell short, and whether its process counted a drop.
+                dropped = await scrape_dropped(admin)
+                raise AssertionError(
+                    f"{exc}: read {dict(attacker.replies)} of {dict(attacker.replies_due)} due;"
+                    f" dropped as counted by the stack: {dropped}"
+                ) from None
     figures.outcomes(load.records)
     figures.set("messages", attacker.sent.total())
     figures.set("frames", attacker.frames_by_target.total())

@@ -13,17 +13,19 @@ from collections import Counter
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["REJECTED", "rejected", "scrape_rejected"]
+__all__ = ["DROPPED", "REJECTED", "rejected", "scrape_dropped", "scrape_rejected"]
 
 REJECTED = "switchboard_rejected_frames_total"
+DROPPED = "switchboard_dropped_messages_total"
 
 
-def rejected(exposition: str) -> Counter[tuple[str, str]]:
-    """``(process, reason)`` -> count, from a Prometheus text exposition."""
+def rejected(exposition: str, name: str = REJECTED) -> Counter[tuple[str, str]]:
+    """``(process, reason)`` -> count of the family ``name``, from a Prometheus text
+    exposition."""
     counts: Counter[tuple[str, str]] = Counter()
     for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
-            if sample.name == REJECTED:
+            if sample.name == name:
                 key = (sample.labels["process"], sample.labels["reason"])
                 counts[key] += int(sample.value)
     return counts
@@ -33,3 +35,10 @@ async def scrape_rejected(admin: httpx.AsyncClient) -> Counter[tuple[str, str]]:
     response = await admin.get("/metrics")
     response.raise_for_status()
     return rejected(response.text)
+
+
+async def scrape_dropped(admin: httpx.AsyncClient) -> dict[tuple[str, str], int]:
+    """``(process, reason)`` -> messages the stack counted as dropped, for diagnosis."""
+    response = await admin.get("/metrics")
+    response.raise_for_status()
+    return dict(rejected(response.text, DROPPED))
