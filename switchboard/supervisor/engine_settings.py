@@ -90,9 +90,11 @@ class EngineSettings(BaseSettings):
         SchedulerConfig.max_tokens_per_step, ge=1, description="engine: prefill + decode budget"
     )
 
+    # Named apart from StackSettings' own ``_expand_home``: a subclass's validator of the
+    # same name replaces this one, and ``~`` in a TOML or environment path stayed literal.
     @field_validator("tokenizer", "model")
     @classmethod
-    def _expand_home(cls, value: Path | None) -> Path | None:
+    def _expand_engine_paths(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()
 
     @model_validator(mode="after")
