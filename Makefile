@@ -77,8 +77,9 @@ lint: venv
 typecheck: venv llama
 	$(BIN)/mypy router_core httpkit app switchboard examples dashboards
 
+# The 30 slowest tests are listed at the end: the suite must stay within ~25 minutes.
 test: system-deps node-deps llama lint typecheck
-	LLAMA_CPP_SDIST=$(LLAMA_SDIST) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	LLAMA_CPP_SDIST=$(LLAMA_SDIST) $(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
 
 # The fault suite's long variants (docs/reliability.md): a 30-minute soak at half the
 # measured peak, and more requests, frames and operations in every other fault test.
