@@ -67,6 +67,9 @@ class StackConfig:
     env: tuple[tuple[str, str], ...] = ()
     #: The configuration's name in reports; default ``1 worker``, ``2 workers``.
     name: str = ""
+    #: Another engine's settings (``--engine llama-cpp --model ...``) in place of the
+    #: simulation's step time, token cost and running requests.
+    engine_args: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -122,8 +125,7 @@ class Stack:
             *("--workers", str(c.workers), "--detokenizers", str(c.detokenizers)),
             *("--host", HOST, "--port", str(port), "--admin-port", str(admin_port)),
             *("--log-level", "WARNING"),
-            *("--step-time-s", repr(c.step_time_s), "--per-token-cost-s", "0.0"),
-            *("--max-running-requests", str(c.max_running_requests)),
+            *(c.engine_args or self._sim_args()),
             *("--startup-timeout-s", repr(c.startup_timeout_s)),
             *("--drain-timeout-s", repr(c.drain_timeout_s)),
             *("--graceful-timeout-s", repr(c.graceful_timeout_s)),
@@ -131,6 +133,13 @@ class Stack:
             *(() if c.metrics else ("--no-metrics",)),
             *(("--otlp-endpoint", c.otlp_endpoint) if c.otlp_endpoint else ()),
         ]
+
+    def _sim_args(self) -> tuple[str, ...]:
+        c = self.config
+        return (
+            *("--step-time-s", repr(c.step_time_s), "--per-token-cost-s", "0.0"),
+            *("--max-running-requests", str(c.max_running_requests)),
+        )
 
     def launch(self) -> None:
         """Start the supervisor without waiting for it (see :meth:`wait_serving`)."""

@@ -13,6 +13,7 @@ SUITES = {
     "router": ("switchboard.bench.router", "run_router_bench"),
     "e2e": ("switchboard.bench.e2e", "run_e2e_bench"),
     "observability": ("switchboard.bench.observability", "run_observability_bench"),
+    "engine": ("switchboard.bench.engine", "run_engine_bench"),
 }
 
 
