@@ -153,6 +153,10 @@ class Load(_Model):
     step: int
     taken_ns: int
     age_s: float
+    kv_cells_used: int = Field(0, description="KV-cache cells in use (0: no KV cache)")
+    kv_cells_total: int = Field(0, description="KV-cache cells in all (0: no KV cache)")
+    tokens_per_s: float = Field(0.0, description="tokens processed per second, recently")
+    context_length: int = Field(0, description="the most tokens one request may hold (0: none)")
 
 
 class LoadResponse(_Model):

@@ -113,6 +113,10 @@ def load_of(reply: LoadReply | None) -> Load | None:
         step=reply.step,
         taken_ns=reply.taken_ns,
         age_s=reply.age_s,
+        kv_cells_used=reply.kv_cells_used,
+        kv_cells_total=reply.kv_cells_total,
+        tokens_per_s=reply.tokens_per_s,
+        context_length=reply.context_length,
     )
 
 

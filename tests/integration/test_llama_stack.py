@@ -149,6 +149,15 @@ class TestLimits:
         message = answer.json()["error"]["message"]
         assert "(1000 tokens)" in message and "1024 tokens" in message
 
+    def test_the_admin_api_shows_the_kv_cache(self, stack: Supervisor) -> None:
+        """GET /api/load: the engine's KV cells from its real state, all free when idle
+        (every finished stream's cells were freed), and its context length."""
+        admin_url, headers = admin(stack)
+        load = httpx.get(f"{admin_url}/api/load", headers=headers, timeout=10).json()["load"]
+        assert (load["kv_cells_total"], load["context_length"]) == (1024, 1024), load
+        assert (load["kv_cells_used"], load["running"], load["waiting"]) == (0, 0, 0), load
+        assert load["max_running"] == 16 and load["tokens_per_s"] >= 0
+
     def test_the_model_name_is_the_files(self, stack: Supervisor) -> None:
         """Unless named, the workers serve the model under its file's name."""
         models = httpx.get(f"{stack.url}/v1/models", timeout=10).json()["data"]
