@@ -23,7 +23,7 @@ __all__ = ["Endpoint", "RequestPlan", "RequestSpec", "predictor"]
 Endpoint = Literal["generate", "completions"]
 
 #: Every fourth request goes through the OpenAI face.
-_COMPLETIONS_EVERY = 4
+COMPLETIONS_EVERY = 4
 
 
 @functools.cache
@@ -41,6 +41,9 @@ class RequestSpec:
     prompt: str
     max_tokens: int
     text: str
+    #: Further sampling fields (a real engine's plan: greedy, ``ignore_eos``), in
+    #: ``sampling_params`` of ``/generate`` and at the top of ``/v1/completions``.
+    sampling: tuple[tuple[str, object], ...] = ()
 
     def body(self, rid: str, model: str) -> dict[str, object]:
         """The JSON body of a streaming request (``rid`` only where the API takes one)."""
@@ -49,13 +52,14 @@ class RequestSpec:
                 "text": self.prompt,
                 "rid": rid,
                 "stream": True,
-                "sampling_params": {"max_new_tokens": self.max_tokens},
+                "sampling_params": {"max_new_tokens": self.max_tokens, **dict(self.sampling)},
             }
         return {
             "model": model,
             "prompt": self.prompt,
             "max_tokens": self.max_tokens,
             "stream": True,
+            **dict(self.sampling),
         }
 
 
@@ -87,7 +91,7 @@ class RequestPlan:
             sums.add(key)
             index = len(specs)
             tokens = min_tokens + (index * 37) % span
-            openai = index % _COMPLETIONS_EVERY == _COMPLETIONS_EVERY - 1
+            openai = index % COMPLETIONS_EVERY == COMPLETIONS_EVERY - 1
             endpoint: Endpoint = "completions" if openai else "generate"
             specs.append(RequestSpec(index, endpoint, prompt, tokens, rule.text(prompt, tokens)))
         return cls(tuple(specs))

@@ -127,13 +127,15 @@ async def kill_during_load(
     after_ready: int = 20,
     concurrency: int = 24,
     detokenizer_workers: dict[str, set[str]] | None = None,
+    plan: RequestPlan | None = None,
 ) -> KillRun:
-    """SIGKILL ``role`` under load (see the module docstring) and return what happened."""
-    plan = RequestPlan.build(label)
+    """SIGKILL ``role`` under load (see the module docstring) and return what happened;
+    the requests are ``plan``'s (default: the built-in engine's for ``label``)."""
+    plan = plan or RequestPlan.build(label)
     census = ConnectionCensus(stack.port, stack.workers)
     async with (
         stack.async_admin() as admin,
-        Load(stack.base_url, plan, label=label, census=census) as load,
+        Load(stack.base_url, plan, label=label, census=census, model=stack.model) as load,
     ):
         load.closed(concurrency)
         await load.wait_for(lambda: len(load.ended()) >= warm, 60.0, f"{warm} warm-up requests")

@@ -58,6 +58,23 @@ class StackConfig:
     step_time_s: float = 0.005
     idle_timeout_s: float = 10.0
     extra_args: tuple[str, ...] = ()
+    #: A GGUF file: the stack runs the llama.cpp engine on it instead of the simulation.
+    model: Path | None = None
+
+    @property
+    def engine(self) -> str:
+        """``sim`` or ``llama-cpp``: the figures name it."""
+        return "sim" if self.model is None else "llama-cpp"
+
+    def engine_args(self) -> tuple[str, ...]:
+        """The engine's ``switchboard up`` flags. The llama.cpp engine gets one thread:
+        on two cores its second would spin against the stack's other processes."""
+        if self.model is None:
+            return ("--step-time-s", repr(self.step_time_s))
+        return (
+            *("--engine", "llama-cpp", "--model", str(self.model)),
+            *("--threads", "1", "--sequences", "32", "--context-size", "4096"),
+        )
 
 
 @dataclass
@@ -86,6 +103,9 @@ class FaultStack:
 
     @property
     def model(self) -> str:
+        """The model name the workers serve (the file's name with the llama.cpp engine)."""
+        if self.config.model is not None:
+            return self.config.model.name.removesuffix(".gguf")
         return "switchboard-sim"
 
     def log(self) -> str:
@@ -214,7 +234,7 @@ def fault_stack(log_root: Path, config: StackConfig = StackConfig()) -> Iterator
         *("-m", "switchboard.cli", "up"),
         *("--workers", str(config.workers), "--detokenizers", str(config.detokenizers)),
         *("--port", str(port), "--admin-port", str(admin_port)),
-        *("--run-dir", str(run_dir), "--step-time-s", repr(config.step_time_s)),
+        *("--run-dir", str(run_dir), *config.engine_args()),
         *("--idle-timeout-s", repr(config.idle_timeout_s)),
         *config.extra_args,
     ]
