@@ -50,6 +50,10 @@ FOREIGN_ENV = frozenset(
         # The operator commands' (switchboard status, pause, ...) admin URL and token.
         "SWITCHBOARD_ADMIN_URL",
         "SWITCHBOARD_ADMIN_TOKEN",
+        # The fault suite's soak switch and figures file (docs/reliability.md): set for a
+        # whole `make test` or `make soak`, whose tests read the settings in-process.
+        "SWITCHBOARD_SOAK",
+        "SWITCHBOARD_FAULT_FIGURES",
     }
 )
 

@@ -1,0 +1,71 @@
+"""docs/reliability.md's results are the committed fault-suite run's figures, rendered.
+
+Cheap and pure (no stack): the doc must hold exactly what
+``tests/fault/harness/reliability_table.py`` renders from
+``docs/figures/fault_figures.jsonl``, the file must hold both engines' runs of the faults
+that run on both, and the renderer is checked on lines made here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fault.harness.reliability_table import DOC, MARKERS, read_lines, render, rewrite
+
+#: Faults the suite runs on both engines (the built-in one's title, then the llama one's).
+BOTH_ENGINES = (
+    ("SIGKILL engine", "SIGKILL engine (llama.cpp engine)"),
+    ("soak 120 s at half peak", "soak 30 s at 6 requests/s (llama.cpp engine)"),
+    (
+        "pause/continue storm with worker and router SIGKILL",
+        "pause/continue storm under load (llama.cpp engine)",
+    ),
+)
+
+
+def test_the_doc_holds_the_committed_figures() -> None:
+    doc = DOC.read_text(encoding="utf-8")
+    assert rewrite(doc, render(read_lines())) == doc, (
+        "docs/reliability.md's results are stale: run "
+        "python -m tests.fault.harness.reliability_table --write"
+    )
+
+
+def test_the_committed_run_has_both_engines_and_nothing_wrong() -> None:
+    lines = {entry["test"]: entry for entry in read_lines()}
+    for built_in, llama in BOTH_ENGINES:
+        assert built_in in lines and llama in lines, (built_in, llama, sorted(lines))
+    for entry in lines.values():
+        for group, tally in entry.get("counts", {}).items():
+            assert tally.get("wrong text", 0) == 0 and tally.get("hung", 0) == 0, (entry, group)
+
+
+def test_render_sorts_rows_by_kind_and_engine(tmp_path: Path) -> None:
+    lines = [
+        {"test": "SIGKILL engine", "counts": {"all": {"ok": 5, "clear error": 2}},
+         "values": {"restart_s": 0.8, "victim_pid": 7}},
+        {"test": "soak 30 s (llama.cpp engine)",
+         "counts": {"warm-up": {"ok": 1}, "soak": {"ok": 9, "hung": 0}},
+         "values": {"kv_cells_used_after": 0, "agree": True}},
+        {"test": "bad input: worker, malformed JSON", "counts": {},
+         "values": {"statuses": {"400": 4}}},
+    ]  # fmt: skip
+    path = tmp_path / "figures.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in [lines[0], *lines]))
+    table = render(read_lines(path))
+    assert "| SIGKILL engine | built-in | 7 | 5 | 2 | 0 | 0 | restart_s 0.8 |" in table
+    assert (
+        "| soak 30 s | llama.cpp | 9 | 9 | 0 | 0 | 0 | kv_cells_used_after 0; agree yes |" in table
+    )
+    assert "| bad input: worker, malformed JSON | statuses {400: 4} |" in table
+    assert table.count("SIGKILL engine") == 1  # a test reported twice: its last line
+
+
+def test_rewrite_needs_the_markers() -> None:
+    with pytest.raises(ValueError, match="markers"):
+        rewrite("no markers here", "table")
+    doc = f"a\n{MARKERS[0]}\nold\n{MARKERS[1]}\nb\n"
+    assert rewrite(doc, "new") == f"a\n{MARKERS[0]}\nnew\n{MARKERS[1]}\nb\n"
