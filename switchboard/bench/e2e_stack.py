@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Final
 
 from router_core.process import die_with_parent
 from switchboard.bench.e2e_stats import CpuSample, role_of
-from switchboard.bench.procs import BenchError
+from switchboard.bench.procs import BenchError, log_tail
 
 if TYPE_CHECKING:
     import psutil
@@ -287,9 +287,5 @@ class Stack:
                 if self._run_dir is None:
                     self._run_dir = run_dir_of(cmdline)
 
-    def _tail(self, lines: int = 8) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        text = self._log.read().decode(errors="replace").strip().splitlines()
-        return " | ".join(text[-lines:]) or "(no output)"
+    def _tail(self) -> str:
+        return log_tail(self._log)

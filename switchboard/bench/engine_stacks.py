@@ -26,7 +26,7 @@ import httpx
 from router_core.process import die_with_parent
 from switchboard.bench.e2e_stack import HOST, free_port
 from switchboard.bench.engine_stats import Stream
-from switchboard.bench.procs import BenchError
+from switchboard.bench.procs import BenchError, log_tail
 
 __all__ = ["ServerStack", "completion_body", "stream_completion"]
 
@@ -104,12 +104,8 @@ class ServerStack:
             self._log.close()
             self._log = None
 
-    def _tail(self, lines: int = 6) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        text = self._log.read().decode(errors="replace").strip().splitlines()
-        return " | ".join(text[-lines:]) or "(no output)"
+    def _tail(self) -> str:
+        return log_tail(self._log)
 
 
 def completion_body(model: str, prompt: str, max_tokens: int, usage: bool) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import IO, Any, Final
 
 from router_core.process import die_with_parent
 
@@ -29,6 +29,7 @@ __all__ = [
     "BenchError",
     "ProcessGroup",
     "Report",
+    "log_tail",
     "trial_dir",
     "wait_for_path",
 ]
@@ -163,3 +164,12 @@ def trial_dir(root: str | Path | None = None, prefix: str = "t-") -> Iterator[Pa
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def log_tail(log: IO[bytes] | None, lines: int = 8) -> str:
+    """The last ``lines`` lines of a subprocess's log file, joined with `` | ``."""
+    if log is None:
+        return ""
+    log.seek(0)
+    text = log.read().decode(errors="replace").strip().splitlines()
+    return " | ".join(text[-lines:]) or "(no output)"
