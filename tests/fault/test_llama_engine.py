@@ -86,12 +86,12 @@ class TestLlamaEngineFaults:
             run = asyncio.run(
                 kill_during_load(stack, "engine", "llama-kill", requests=REQUESTS, plan=plan)
             )
-            check(run, "SIGKILL engine (llama.cpp engine)", REQUESTS)
+            check(run, "SIGKILL engine", REQUESTS)
 
     def test_pause_storm_under_load(self, tmp_path: Path) -> None:
         """Pauses in every mode and continues under load: no wrong or hung request, one
         pause state everywhere after, every KV cell free."""
-        figures = Figures("pause/continue storm under load (llama.cpp engine)")
+        figures = Figures("pause/continue storm under load", "llama-cpp")
         with llama_stack(tmp_path) as stack:
             asyncio.run(storm_under_load(stack, figures))
             figures.report()
@@ -106,7 +106,7 @@ class TestLlamaEngineFaults:
 
     def test_soak(self, tmp_path: Path) -> None:
         """A steady rate for SOAK_S: every request exact, engine memory flat, cells freed."""
-        figures = Figures(f"soak {SOAK_S} s at {SOAK_RPS:g} requests/s (llama.cpp engine)")
+        figures = Figures(f"soak {SOAK_S} s at {SOAK_RPS:g} requests/s", "llama-cpp")
         with llama_stack(tmp_path) as stack:
             asyncio.run(soak(stack, figures))
             figures.report()

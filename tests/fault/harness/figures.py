@@ -4,8 +4,8 @@ A test fills one :class:`Figures` (outcome counts, then named values such as a
 recovery time) and calls :meth:`Figures.report`: the figures are printed (captured
 output, shown with ``-s`` or when the test fails), kept for the terminal summary that
 ``tests/fault/conftest.py`` prints at the end of the run, and appended as one JSON line
-to the file ``$SWITCHBOARD_FAULT_FIGURES`` names, if set (``docs/reliability.md`` is
-filled from those lines).
+to the file ``$SWITCHBOARD_FAULT_FIGURES`` names, if set: ``docs/reliability.md``'s
+results are rendered from such a file (``harness/reliability_table.py``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ REPORTED: list[Figures] = []
 @dataclass
 class Figures:
     """One test's figures: outcome ``counts`` per group of requests (``all``, ``in flight
-    at kill``, ...), ``values`` by name, ``notes`` as lines."""
+    at kill``, ...), ``values`` by name, ``notes`` as lines; ``engine`` is the stack's
+    (``sim`` or ``llama-cpp``, ``StackConfig.engine``)."""
 
     test: str
+    engine: str = "sim"
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -65,7 +67,7 @@ class Figures:
 
     def render(self) -> str:
         values = ", ".join(f"{name} {value}" for name, value in self.values.items())
-        lines = [f"[fault figures] {self.test}"]
+        lines = [f"[fault figures] {self.test} ({self.engine} engine)"]
         for group, tally in self.counts.items():
             counted = ", ".join(f"{outcome} {count}" for outcome, count in tally.items())
             lines.append(f"  {group}: {counted}")
@@ -82,6 +84,7 @@ class Figures:
         REPORTED.append(self)
         path = os.environ.get(FIGURES_ENV)
         if path:
-            line = {"test": self.test, "counts": self.counts, "values": self.values}
+            line = {"test": self.test, "engine": self.engine, "counts": self.counts}
+            line["values"] = self.values
             with open(path, "a", encoding="utf-8") as out:
                 out.write(json.dumps({**line, "notes": self.notes[:40]}) + "\n")

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["DOC", "FIGURES", "MARKERS", "read_lines", "render", "rewrite"]
+__all__ = ["DOC", "ENGINE_NAMES", "FIGURES", "MARKERS", "read_lines", "render", "rewrite"]
 
 REPO: Final = Path(__file__).resolve().parents[3]
 FIGURES: Final = REPO / "docs" / "figures" / "fault_figures.jsonl"
@@ -30,8 +30,8 @@ MARKERS: Final = (
     "<!-- generated: fault_figures end -->",
 )
 
-#: The suffix a test's title carries when it ran against the llama.cpp engine.
-_LLAMA: Final = " (llama.cpp engine)"
+#: How the tables name the figures' ``engine`` (``StackConfig.engine``).
+ENGINE_NAMES: Final = {"sim": "built-in", "llama-cpp": "llama.cpp"}
 _OUTCOMES: Final = ("ok", "clear error", "wrong text", "hung")
 #: Values shown in the tables, in this order; the others stay in the file.
 _SHOWN: Final = (
@@ -76,12 +76,13 @@ _SHOWN: Final = (
 
 
 def read_lines(path: Path = FIGURES) -> list[dict[str, Any]]:
-    """The figures lines of ``path``, the last of each test kept, in first-seen order."""
-    kept: dict[str, dict[str, Any]] = {}
+    """The figures lines of ``path``, the last of each (test, engine) kept, in first-seen
+    order (a line without ``engine`` is the built-in engine's)."""
+    kept: dict[tuple[str, str], dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             entry = json.loads(line)
-            kept[entry["test"]] = entry
+            kept[entry["test"], entry.get("engine", "sim")] = entry
     return list(kept.values())
 
 
@@ -115,19 +116,14 @@ def _counts(counts: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
     return total
 
 
-def _name_and_engine(test: str) -> tuple[str, str]:
-    if test.endswith(_LLAMA):
-        return test.removesuffix(_LLAMA), "llama.cpp"
-    return test, "built-in"
-
-
 def render(lines: Iterable[Mapping[str, Any]]) -> str:
     """The two tables (see the module docstring), as Markdown."""
     loaded = ["| fault | engine | requests | ok | clear error | wrong text | hung | figures |"]
     loaded.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     other = ["| test | figures |", "| --- | --- |"]
     for entry in lines:
-        name, engine = _name_and_engine(entry["test"])
+        name = entry["test"]
+        engine = ENGINE_NAMES[entry.get("engine", "sim")]
         figures = _figures(entry.get("values", {}))
         if entry.get("counts"):
             tally = _counts(entry["counts"])

@@ -48,6 +48,8 @@ class KillRun:
     records: list[RequestRecord]
     #: Whether a request's path goes through the killed role.
     on_path: Callable[[RequestRecord], bool]
+    #: The stack's engine (``sim`` or ``llama-cpp``), named in the figures.
+    engine: str = "sim"
     new_pid: int | None = None
     ready_at: float | None = None
     problems: list[str] = field(default_factory=list)
@@ -81,7 +83,7 @@ class KillRun:
 
     def figures(self, test: str) -> Figures:
         """Counts overall, in flight at the kill and off the affected path; recovery times."""
-        figures = Figures(test)
+        figures = Figures(test, self.engine)
         figures.outcomes(self.records)
         figures.outcomes(self.in_flight_at_fault(), "in flight at kill")
         figures.outcomes(self.unaffected(), "off the killed path")
@@ -144,7 +146,12 @@ async def kill_during_load(
         fault_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         run = KillRun(
-            role, victim, fault_at, load.records, path_of(role, detokenizer_workers or {})
+            role,
+            victim,
+            fault_at,
+            load.records,
+            path_of(role, detokenizer_workers or {}),
+            engine=stack.config.engine,
         )
         try:
             run.new_pid, run.ready_at = await wait_restarted(stack, admin, role, victim, 60.0)
