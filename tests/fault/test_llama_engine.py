@@ -11,7 +11,9 @@ restart shows as a wrong text. Three faults, each on its own stack:
 * **pause/continue storm** under streaming load: four admin clients send pauses in every
   mode and continues in random order; ``abort`` ends the running requests with a clear
   abort, ``retract`` and ``in_place`` leave every stream's text unchanged; afterwards
-  the router, every worker and the engine agree, and the engine's KV cells are all free;
+  the router, every worker and the engine are in one pause state (within ``SETTLE_S``),
+  a continue lets requests through exactly again, and the engine's KV cells are all
+  free;
 * **soak** at a steady rate (30 s; 10 minutes with ``make soak``): every request exact,
   the engine's resident memory flat, and its KV cells all free once the load stops.
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 
 from tests.fault.harness.classify import Outcome
 from tests.fault.harness.figures import Figures
@@ -36,11 +39,13 @@ from tests.fault.harness.procfs import rss_total
 from tests.fault.harness.scenario import kill_during_load
 from tests.fault.harness.stack import FaultStack, StackConfig, fault_stack
 from tests.fault.test_kill_roles import check
+from tests.fault.test_pause_storm import SETTLE_S, agree, pause_states
+from tests.support.zmq_context import bounded_context
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.timeout(300)]
 
 REQUESTS = scaled(150, 1500)
-STORM_OPERATIONS = scaled(120, 1200)
+STORM_OPERATIONS = scaled(400, 4000)
 STORM_CLIENTS = 4
 SOAK_S = scaled(30, 600)
 SOAK_RPS = 6.0
@@ -100,6 +105,7 @@ class TestLlamaEngineFaults:
         assert counts[Outcome.OK.value] > 0, counts
         assert values["operations"] == STORM_OPERATIONS
         assert set(values["statuses"]) <= {"200", "504"}, values["statuses"]
+        assert values["agree"], values["final_states"]
         assert values["final_continue"] == 200
         assert values["kv_cells_used_after"] == 0
         assert values["unexplained_errors"] == [], values["unexplained_errors"]
@@ -149,6 +155,7 @@ async def storm_under_load(stack: FaultStack, figures: Figures) -> None:
             )
         )
         figures.set("storm_s", time.monotonic() - started)
+        await settle(stack, figures)
         async with stack.async_admin(timeout=30.0) as admin:
             final = await admin.post("/api/continue", json={"timeout_s": 10})
         figures.set("final_continue", final.status_code)
@@ -174,6 +181,20 @@ async def storm_under_load(stack: FaultStack, figures: Figures) -> None:
         ][:5],
     )
     await kv_freed(stack, figures)
+
+
+async def settle(stack: FaultStack, figures: Figures) -> None:
+    """Wait (bounded) until the router, every worker and the engine are in one pause
+    state, as after the built-in engine's storm (``test_pause_storm.py``)."""
+    context: zmq.Context[zmq.Socket[bytes]]
+    with bounded_context() as context:
+        deadline = time.monotonic() + SETTLE_S
+        states = await pause_states(stack, context)
+        while not agree(states) and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            states = await pause_states(stack, context)
+    figures.set("final_states", {name: list(state) for name, state in states.items()})
+    figures.set("agree", agree(states))
 
 
 async def soak(stack: FaultStack, figures: Figures) -> None:
