@@ -39,6 +39,7 @@ _SHOWN: Final = (
     "path_recovery_s",
     "restart_s",
     "slowest_clear_error_s",
+    "in_flight_ended_within_s",
     "children_gone_s",
     "orphans",
     "socket_files_left",
@@ -51,11 +52,16 @@ _SHOWN: Final = (
     "peak_rps",
     "soak_rps",
     "soak_s",
+    "rss_before_mib",
+    "rss_after_mib",
     "rss_growth_pct",
+    "engine_rss_before_mib",
+    "engine_rss_after_mib",
     "engine_rss_growth_pct",
     "fds_before",
     "fds_after",
     "kv_cells_used_after",
+    "kv_cells_total",
     "operations",
     "pause_modes",
     "statuses",
@@ -72,6 +78,8 @@ _SHOWN: Final = (
     "sent_vs_counted_mismatches",
     "pids_unchanged",
     "restarts",
+    "endpoints",
+    "wanted",
 )
 
 
@@ -87,6 +95,8 @@ def read_lines(path: Path = FIGURES) -> list[dict[str, Any]]:
 
 
 def _value(value: Any) -> str:
+    if value is None:
+        return "(none)"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
