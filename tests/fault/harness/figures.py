@@ -85,6 +85,21 @@ class Figures:
         path = os.environ.get(FIGURES_ENV)
         if path:
             line = {"test": self.test, "engine": self.engine, "counts": self.counts}
-            line["values"] = self.values
+            line["values"] = _plain(self.values)
             with open(path, "a", encoding="utf-8") as out:
                 out.write(json.dumps({**line, "notes": self.notes[:40]}) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON can hold it: a map's keys as strings (a ``(process, reason)``
+    key as ``process/reason``), tuples and sets as lists, anything else unknown as text."""
+    if isinstance(value, dict):
+        return {
+            "/".join(map(str, key)) if isinstance(key, tuple) else str(key): _plain(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
