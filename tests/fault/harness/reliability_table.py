@@ -13,14 +13,14 @@ the file emptied first).
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["DOC", "ENGINE_NAMES", "FIGURES", "MARKERS", "read_lines", "render", "rewrite"]
+__all__ = ["DOC", "ENGINE_NAMES", "FIGURES", "MARKERS", "main", "read_lines", "render", "rewrite"]
 
 REPO: Final = Path(__file__).resolve().parents[3]
 FIGURES: Final = REPO / "docs" / "figures" / "fault_figures.jsonl"
@@ -157,9 +157,21 @@ def rewrite(doc: str, table: str) -> str:
     return pattern.sub(lambda _: f"{MARKERS[0]}\n{table}\n{MARKERS[1]}", doc)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    """Print the tables rendered from the committed figures, or ``--write`` them into
+    the doc."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fault.harness.reliability_table",
+        description="docs/reliability.md's results tables from docs/figures/fault_figures.jsonl",
+    )
+    parser.add_argument("--write", action="store_true", help="rewrite the doc's tables")
+    args = parser.parse_args(argv)
     rendered = render(read_lines())
-    if sys.argv[1:] == ["--write"]:
+    if args.write:
         DOC.write_text(rewrite(DOC.read_text(encoding="utf-8"), rendered), encoding="utf-8")
     else:
         print(rendered)
+
+
+if __name__ == "__main__":
+    main()
