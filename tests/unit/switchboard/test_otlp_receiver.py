@@ -139,7 +139,12 @@ class TestCommand:
                 assert response.status_code == 200
             finally:
                 process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=10)
+            try:
+                out, err = process.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()  # never a wait without a bound, even in a failing test
+                out, err = process.communicate()
+                raise AssertionError(f"still running 10 s after SIGINT; stderr: {err}") from None
         assert process.returncode == 0, err
         assert [json.loads(line)["name"] for line in out.splitlines()] == ["child", "parent"]
         if (jq := shutil.which("jq")) is not None:
