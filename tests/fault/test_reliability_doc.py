@@ -76,3 +76,5 @@ def test_rewrite_needs_the_markers() -> None:
         rewrite("no markers here", "table")
     doc = f"a\n{MARKERS[0]}\nold\n{MARKERS[1]}\nb\n"
     assert rewrite(doc, "new") == f"a\n{MARKERS[0]}\nnew\n{MARKERS[1]}\nb\n"
+    empty = f"a\n{MARKERS[0]}\n{MARKERS[1]}\nb\n"
+    assert rewrite(empty, "new") == f"a\n{MARKERS[0]}\nnew\n{MARKERS[1]}\nb\n"

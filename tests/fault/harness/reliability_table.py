@@ -7,7 +7,7 @@ The fault tests append one JSON line per report to ``$SWITCHBOARD_FAULT_FIGURES`
 (which engine, how many requests ended ok, with a clear error, with a wrong text, hung,
 and the test's own figures) and the other faults' figures. A test holds the doc to the
 file; ``python -m tests.fault.harness.reliability_table --write`` rewrites the doc after
-a new run (``SWITCHBOARD_FAULT_FIGURES=docs/figures/fault_figures.jsonl make test``,
+a new run (``SWITCHBOARD_FAULT_FIGURES=$PWD/docs/figures/fault_figures.jsonl pytest -m fault``,
 the file emptied first).
 """
 
@@ -73,6 +73,7 @@ _SHOWN: Final = (
     "status",
     "latency_s",
     "timeout_s",
+    "over_limit_send_s",
     "messages",
     "frames",
     "sent_vs_counted_mismatches",
@@ -151,7 +152,7 @@ def render(lines: Iterable[Mapping[str, Any]]) -> str:
 def rewrite(doc: str, table: str) -> str:
     """``doc`` with the text between the markers replaced by ``table``."""
     begin, end = (re.escape(marker) for marker in MARKERS)
-    pattern = re.compile(f"{begin}\n.*?\n{end}", re.DOTALL)
+    pattern = re.compile(f"{begin}\n.*?{end}", re.DOTALL)
     if not pattern.search(doc):
         raise ValueError(f"the doc lacks the markers {MARKERS}")
     return pattern.sub(lambda _: f"{MARKERS[0]}\n{table}\n{MARKERS[1]}", doc)
