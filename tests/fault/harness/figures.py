@@ -92,13 +92,16 @@ class Figures:
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON can hold it: a map's keys as strings (a ``(process, reason)``
-    key as ``process/reason``), tuples and sets as lists, anything else unknown as text."""
+    key as ``process/reason``), tuples as lists, sets as sorted lists, anything else
+    unknown as text."""
     if isinstance(value, dict):
         return {
             "/".join(map(str, key)) if isinstance(key, tuple) else str(key): _plain(item)
             for key, item in value.items()
         }
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, set | frozenset):
+        return [_plain(item) for item in sorted(value, key=str)]
+    if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
