@@ -52,6 +52,11 @@ class RequestCapSettings(BaseSettings):
         description="the workers read any request body as JSON, whatever its Content-Type "
         "(or none) says, for old clients; off: a body not declared application/json gets 415",
     )
+    reject_unknown_fields: bool = Field(
+        WorkerSettings.reject_unknown_fields,
+        description="the workers answer 400 to a body field no endpoint names; off: such a "
+        "field is ignored and counted in switchboard_ignored_fields_total",
+    )
 
 
 def request_cap_flags(settings: RequestCapSettings) -> tuple[str, ...]:
@@ -63,4 +68,6 @@ def request_cap_flags(settings: RequestCapSettings) -> tuple[str, ...]:
     ]
     if settings.accept_any_content_type:
         flags.append("--accept-any-content-type")
+    if settings.reject_unknown_fields:
+        flags.append("--reject-unknown-fields")
     return tuple(flags)

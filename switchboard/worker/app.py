@@ -19,6 +19,7 @@ from switchboard.text import TextCodec
 from switchboard.worker import native, openai_api
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
+from switchboard.worker.ignored_fields import IgnoredFields
 from switchboard.worker.metrics import Metrics, worker_metrics
 from switchboard.worker.middleware import body_too_large
 from switchboard.worker.observe import install_observers, outputs_observer
@@ -74,6 +75,7 @@ def create_app(
     app.state.link = link
     app.state.metrics = metrics
     app.state.generation = Generation(link, tokenizer, settings, metrics)
+    app.state.ignored_fields = IgnoredFields(metrics)
     install_error_handlers(app, link.counters, settings.retry_after_s, metrics)
     app.add_middleware(
         BodySizeLimit,

@@ -44,6 +44,12 @@ def add_parser(sub: Any) -> None:
         help="read any request body as JSON, whatever its Content-Type (or none) says; "
         "for old clients (default: JSON types only, others get 415)",
     )
+    parser.add_argument(
+        "--reject-unknown-fields",
+        action="store_true",
+        help="answer 400 to a body field no endpoint names (default: ignore it and count it "
+        "in switchboard_ignored_fields_total)",
+    )
     add_settings_flags(parser, WorkerLinkSettings)
     parser.add_argument(
         "--tokenizer", help="tokenizer.json, model directory or .gguf model (default: built in)"
@@ -82,6 +88,7 @@ def settings(args: argparse.Namespace) -> WorkerSettings:
             link=link,
             caps=RequestCaps(**settings_values(args, RequestCaps)),
             accept_any_content_type=args.accept_any_content_type,
+            reject_unknown_fields=args.reject_unknown_fields,
             version=__version__,
             **settings_values(args, WorkerSettings),
         )

@@ -9,6 +9,7 @@ an unknown path 404 and a wrong method 405 (with ``Allow``), each naming what wa
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -52,16 +53,56 @@ def stream_error(error: Exception) -> dict[str, Any]:
     return {"error": {"message": str(error), "type": type(error).__name__}}
 
 
+#: Type names pydantic puts in an error's location for the branches of a union.
+_BRANCH_TYPES = frozenset({"str", "int", "float", "bool", "dict", "list", "none", "one", "each"})
+
+
+def _client_location(location: tuple[Any, ...]) -> list[str]:
+    """An error's location in the client's terms: the body's fields and list indices,
+    without the union branches pydantic adds (``list[NativeSamplingParams]``,
+    ``NativeSamplingParams``, ``str``, tags such as ``one``): field names are
+    snake_case, branch names are types."""
+    shown = []
+    for part in location:
+        if part == "body":
+            continue
+        if isinstance(part, str) and (
+            part in _BRANCH_TYPES or part[:1].isupper() or any(c in part for c in "[<-")
+        ):
+            continue
+        shown.append(str(part))
+    return shown
+
+
 def _validation_message(error: RequestValidationError) -> tuple[str, str | None]:
-    problems = []
+    """One line naming every problem at its field, and the first field (``param``).
+    Problems at one field (a value no branch of a union takes) are joined with "or"."""
+    problems: dict[str, list[str]] = {}
     param = None
     for problem in error.errors():
-        location = [str(part) for part in problem.get("loc", ()) if part != "body"]
+        location = _client_location(tuple(problem.get("loc", ())))
         if param is None and location:
             param = location[0]
-        where = ".".join(location) or "body"
-        problems.append(f"{where}: {problem.get('msg', 'invalid')}")
-    return "; ".join(problems) or "invalid request", param
+        said = problems.setdefault(".".join(location) or "body", [])
+        message = str(problem.get("msg", "invalid"))
+        if message not in said:
+            said.append(message)
+    lines = [f"{where}: {_either(messages)}" for where, messages in problems.items()]
+    return "; ".join(lines) or "invalid request", param
+
+
+_SHOULD_BE = "Input should be "
+#: pydantic's wording of a model's type, which names our class, in JSON's terms.
+_MODEL_TYPE = re.compile(r"a valid dictionary or instance of \w+")
+
+
+def _either(messages: list[str]) -> str:
+    """``messages`` about one value as one phrase: "Input should be a valid string or a
+    valid list"."""
+    shown = [_MODEL_TYPE.sub("a JSON object", message) for message in messages]
+    if all(message.startswith(_SHOULD_BE) for message in shown):
+        shown = [shown[0], *(message.removeprefix(_SHOULD_BE) for message in shown[1:])]
+    return " or ".join(shown)
 
 
 def install_error_handlers(

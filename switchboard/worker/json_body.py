@@ -14,6 +14,11 @@ anything:
   surrogate (``"\\ud800"``) anywhere, however deep, is refused naming where it is, so
   no handler, tokenizer or encoder downstream ever sees one.
 
+Then it validates the body under the worker's unknown-field policy
+(:func:`~switchboard.worker.body_base.unknown_fields_policy`, from the setting
+``reject_unknown_fields``) and hands what was ignored to the app's
+``state.ignored_fields`` (:class:`~switchboard.worker.ignored_fields.IgnoredFields`).
+
 Routes without a body (the GETs) are untouched.
 """
 
@@ -31,6 +36,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 from starlette.types import Scope
 
+from switchboard.worker.body_base import unknown_fields_policy
 from switchboard.worker.disconnect import ClientDisconnected
 
 __all__ = [
@@ -287,6 +293,7 @@ class JsonBodyRoute(APIRoute):
         handler = super().get_route_handler()
         if self.body_field is None:
             return handler
+        path = self.path
 
         async def json_body_handler(request: Request) -> Response:
             scope = request.scope
@@ -301,6 +308,12 @@ class JsonBodyRoute(APIRoute):
                 raise ClientDisconnected from error
             if raw:  # an empty body is FastAPI's to refuse (a missing field)
                 decoded.decoded = decode_json_body(raw)
-            return await handler(decoded)
+            state = request.app.state
+            with unknown_fields_policy(reject=state.settings.reject_unknown_fields) as policy:
+                try:
+                    return await handler(decoded)
+                finally:
+                    if policy.ignored:
+                        state.ignored_fields.report(path, policy.ignored)
 
         return json_body_handler

@@ -26,17 +26,17 @@ import logging
 import os
 import time
 from contextvars import ContextVar
-from functools import cache
 from typing import TYPE_CHECKING, Final
 
 from router_core.counters import Counters
-from router_core.histogram import E2E_BUCKETS, HOP_BUCKETS, HTTP_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from router_core.histogram import HOP_BUCKETS, ITL_BUCKETS
 from router_core.wire.finish import LOST_CAUSES
 from switchboard.counter_export import CounterExport
 from switchboard.worker.metric_buffers import FLUSH_INTERVAL_S, CounterBuffer, HistogramBuffer
+from switchboard.worker.metric_families import worker_families
 
 if TYPE_CHECKING:
-    from prometheus_client import Counter, Gauge, Histogram
+    from prometheus_client import Counter, Histogram
 
 __all__ = [
     "BAD_REQUEST_REASONS",
@@ -97,6 +97,10 @@ class Metrics:
     def bad_request(self, reason: str) -> None:
         """A request was refused as bad input (400, 413 or 415) for ``reason``."""
 
+    def ignored_field(self, handler: str, name: str) -> None:
+        """A request to ``handler`` (a route template) held the unknown field ``name``
+        (dotted where nested), which was ignored; ``name`` is a bounded label value."""
+
     def generation(self, prompt_tokens: int) -> GenerationTimer:
         """A generation request of ``prompt_tokens`` was sent: its timer."""
         return _NO_TIMER
@@ -125,97 +129,6 @@ class Metrics:
 _NO_TIMER: Final = GenerationTimer()
 #: The recorder of a worker with metrics off.
 NO_METRICS: Final = Metrics()
-
-
-class _Families:
-    """The worker's metric families, created once per process (prometheus_client keeps
-    one value file per process and family kind, whatever the registry)."""
-
-    def __init__(self) -> None:
-        from prometheus_client import Counter, Gauge, Histogram
-
-        # registry=None: the admin app reads the multiprocess directory, never this process.
-        self.requests: Final[Counter] = Counter(
-            "switchboard_http_requests_total",
-            "HTTP requests answered",
-            ["worker", "handler", "status"],
-            registry=None,
-        )
-        self.duration: Final[Histogram] = Histogram(
-            "switchboard_http_request_duration_seconds",
-            "HTTP request handling, from request start to the last byte of the response",
-            ["worker", "handler"],
-            buckets=HTTP_BUCKETS,
-            registry=None,
-        )
-        self.in_flight: Final[Gauge] = Gauge(
-            "switchboard_http_requests_in_flight",
-            "HTTP requests being handled now",
-            ["worker"],
-            multiprocess_mode="livesum",
-            registry=None,
-        )
-        self.ttft: Final[Histogram] = Histogram(
-            "switchboard_time_to_first_token_seconds",
-            "from request arrival to the first generated token",
-            ["worker"],
-            buckets=TTFT_BUCKETS,
-            registry=None,
-        )
-        self.itl: Final[Histogram] = Histogram(
-            "switchboard_inter_token_latency_seconds",
-            "between consecutive chunks of a stream, per token of the later chunk",
-            ["worker"],
-            buckets=ITL_BUCKETS,
-            registry=None,
-        )
-        self.e2e: Final[Histogram] = Histogram(
-            "switchboard_e2e_request_latency_seconds",
-            "a generation request from arrival to its last token",
-            ["worker"],
-            buckets=E2E_BUCKETS,
-            registry=None,
-        )
-        self.prompt_tokens: Final[Counter] = Counter(
-            "switchboard_prompt_tokens_total",
-            "prompt tokens of generation requests",
-            ["worker"],
-            registry=None,
-        )
-        self.generation_tokens: Final[Counter] = Counter(
-            "switchboard_generation_tokens_total", "tokens generated", ["worker"], registry=None
-        )
-        self.bad_requests: Final[Counter] = Counter(
-            "switchboard_bad_requests_total",
-            "requests refused as bad input (400/413/415), by reason",
-            ["worker", "reason"],
-            registry=None,
-        )
-        self.messages: Final[Counter] = Counter(
-            "switchboard_messages_total",
-            "messages per route and worker",
-            ["route", "worker"],
-            registry=None,
-        )
-        self.message_bytes: Final[Counter] = Counter(
-            "switchboard_message_bytes_total",
-            "bytes of messages per route and worker",
-            ["route", "worker"],
-            registry=None,
-        )
-        self.hop_latency: Final[Histogram] = Histogram(
-            "switchboard_hop_latency_seconds",
-            "from the sender's sent_ns to receipt, per route",
-            ["route"],
-            buckets=HOP_BUCKETS,
-            registry=None,
-        )
-
-
-@cache
-def _families() -> _Families:
-    """The families, made on first use: a second set in one process would share files."""
-    return _Families()
 
 
 class _Timer(GenerationTimer):
@@ -253,7 +166,7 @@ class PrometheusMetrics(Metrics):
     enabled = True
 
     def __init__(self, worker_id: str) -> None:
-        families = _families()
+        families = worker_families()
         self.worker_id = worker_id
         self._families = families
         self.in_flight = families.in_flight.labels(worker=worker_id)
@@ -308,6 +221,11 @@ class PrometheusMetrics(Metrics):
 
     def bad_request(self, reason: str) -> None:
         self._families.bad_requests.labels(worker=self.worker_id, reason=reason).inc()
+
+    def ignored_field(self, handler: str, name: str) -> None:
+        self._families.ignored_fields.labels(
+            worker=self.worker_id, handler=handler, field=name
+        ).inc()
 
     def generation(self, prompt_tokens: int) -> GenerationTimer:
         self.prompt_tokens.inc(prompt_tokens)

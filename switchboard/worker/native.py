@@ -100,17 +100,37 @@ def _meta(
     return meta
 
 
+def _samples_per_prompt(params: NativeSamplingParams | list[NativeSamplingParams]) -> int:
+    """SGLang's ``n``: one value for the whole request, whichever form it is given in."""
+    each = params if isinstance(params, list) else [params]
+    counts = {p.n for p in each}
+    if len(counts) > 1:
+        raise PromptError("sampling_params.n must be the same for every prompt")
+    return counts.pop() if counts else 1
+
+
+def _sample_rids(rids: list[str], n: int) -> list[str]:
+    """Request ids of ``n`` samples of each prompt, in SGLang's order (sample by sample,
+    prompt by prompt within one); a prompt's rid gets ``_<sample>`` appended."""
+    if n == 1:
+        return rids
+    return [f"{rid}_{sample}" for sample in range(n) for rid in rids]
+
+
 @router.post("/generate", response_model=None)
 async def generate(
     body: GenerateBody, request: Request, generation: GenerationDep, settings: SettingsDep
 ) -> Any:
-    """Generate text for one prompt or a batch (SGLang's ``/generate``)."""
+    """Generate text for one prompt or a batch (SGLang's ``/generate``); ``n`` samples of
+    each, answered as a batch (sample by sample) when ``n`` > 1."""
     source = body.text if body.text is not None else body.input_ids
     assert source is not None
     caps = settings.caps
-    caps.check_generations(prompt_count(source), param=_prompt_field(body))
-    prompts = await generation.read_prompts(source)
     params = body.sampling_params
+    n = _samples_per_prompt(params)
+    caps.check_n(n)
+    caps.check_generations(prompt_count(source), param=_prompt_field(body), n=n)
+    prompts = await generation.read_prompts(source)
     if isinstance(params, list):
         if len(params) != len(prompts):
             raise PromptError(f"{len(params)} sampling_params for {len(prompts)} prompts")
@@ -120,13 +140,14 @@ async def generate(
     else:
         wire = [sampling_params(params, settings.default_max_new_tokens)] * len(prompts)
         caps.check_stop(wire[0].stop, wire[0].stop_token_ids, at="sampling_params")
-    rids = request_ids(body.rid, len(prompts), generation)
+    rids = _sample_rids(request_ids(body.rid, len(prompts), generation), n)
     tokens = 0
     for prompt, sampling in zip(prompts, wire, strict=True):
         generation.check_length(prompt, sampling.max_new_tokens)
         tokens += len(prompt.ids) + sampling.max_new_tokens
-    caps.check_tokens(tokens, len(prompts))
-    batched = _is_batch(source)
+    caps.check_tokens(tokens * n, len(prompts) * n)
+    batched = _is_batch(source) or n > 1
+    prompts, wire = list(prompts) * n, wire * n
     # Refuse (503) before any byte of a stream is sent; paused requests wait here.
     await unless_disconnected(request, generation.link.wait_admission())
     if body.stream:

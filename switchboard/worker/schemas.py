@@ -1,41 +1,49 @@
 """Request bodies of the worker's endpoints, validated by pydantic.
 
-Field names follow SGLang (``/generate``, ``/encode``) and the OpenAI API
-(``/v1/completions``, ``/v1/embeddings``). Every body refuses a field it does not name
-(400, the message naming the field), so a misspelt parameter is never silently lost.
-Fields that standard clients send but this stack does not act on are named anyway, in
-one of two ways:
+Field names follow SGLang (``/generate``, ``/encode``: every field of SGLang's
+``GenerateReqInput`` and ``SamplingParams`` is named) and the OpenAI API
+(``/v1/completions``, ``/v1/embeddings``). The rules every body follows (unknown
+fields, ``null``, :class:`~switchboard.worker.body_base.NotSupported`) are
+:mod:`switchboard.worker.body_base`'s. Each field this stack does not act on says so in
+its description, one of:
 
 * **passed to the engine**: sampling knobs an engine applies if it samples for real
   (penalties and ``min_p``: the llama.cpp engine does; the simulated engine does not);
-* **accepted and ignored** (their description says so): ``logit_bias``, hints for a
-  router or a scheduler (``priority``, ``data_parallel_rank``), and details of output
-  this stack never returns (``top_logprobs_num`` without ``return_logprob``);
-* **not supported** (marked :class:`NotSupported`): fields whose meaning this stack cannot
-  honour (logprobs, images, LoRA adapters, constrained decoding). They are accepted at
-  their default and refused with a 400 ``not supported by this server: …`` otherwise.
+* **accepted and ignored**: hints for a router or a scheduler (``priority``,
+  ``routed_dp_rank``…), metadata (``conversation_id``, ``custom_labels``…), and details
+  of output this stack never returns (``top_logprobs_num`` without ``return_logprob``);
+* **not supported**: fields whose meaning this stack cannot honour (logprobs, images,
+  LoRA adapters, constrained decoding): accepted at their default only.
 
-``null`` is as good as leaving a field out (OpenAI's and SGLang's optional fields are
-nullable), so a client that sends ``"n": null`` gets the default.
+``docs/http-api.md`` lists them all in one table, which a test keeps equal to these models.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    ConfigDict,
+    Discriminator,
     Field,
-    GetJsonSchemaHandler,
+    Tag,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic_core import PydanticCustomError
+
+from switchboard.worker.body_base import (
+    INT32_MAX,
+    Body,
+    Count,
+    NotSupported,
+    Penalty,
+    PromptInput,
+    Rid,
+    Seed,
+    TokenIds,
+)
 
 __all__ = [
     "CompletionBody",
@@ -43,84 +51,22 @@ __all__ = [
     "EncodeBody",
     "GenerateBody",
     "NativeSamplingParams",
-    "NotSupported",
+    "ResponseFormat",
     "StreamOptions",
 ]
 
-#: Bounds for integers that travel as MessagePack ints: a larger one would overflow the
-#: encoder (a 500) instead of being refused (a 400).
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
-
-#: Longest request id a client may choose: it travels with every output row of its request.
-MAX_RID_CHARS = 256
-
-TokenIds = list[Annotated[int, Field(ge=0, le=INT32_MAX)]]
-Rid = Annotated[str, Field(max_length=MAX_RID_CHARS)]
-Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
-Seed = Annotated[int, Field(ge=-INT64_MAX, le=INT64_MAX)]
-Penalty = Annotated[
-    float, Field(ge=-2, le=2, description="passed to the engine (the llama.cpp engine applies it)")
-]
-#: One prompt or a batch of them: text, texts, token ids, or lists of token ids.
-PromptInput = str | list[str] | TokenIds | list[TokenIds]
 #: SGLang's per-prompt forms: one value for every prompt, or one per prompt.
 OneOrEach = str | list[str | None]
 #: SGLang's multimodal inputs (a URL, a file name, base64, or lists of them).
 Media = str | list[Any] | dict[str, Any]
+#: Accepted and ignored, with why.
+Ignored = Field(description="accepted and ignored")
 
 
-@dataclass(frozen=True)
-class NotSupported:
-    """Marks a field this stack cannot honour: accepted at its default, refused (400
-    ``not supported by this server: <what>``) otherwise. A list whose every item is the
-    default (SGLang's one-per-prompt form) counts as the default."""
-
-    what: str
-
-    def __get_pydantic_json_schema__(
-        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        shown = handler(schema)
-        shown["description"] = f"not supported ({self.what}): only the default is accepted"
-        return shown
-
-
-def _is_default(value: Any, default: Any) -> bool:
-    if value == default:
-        return True
-    if default is None and value in ("", {}, []):
-        return True
-    return isinstance(value, list) and all(_is_default(item, default) for item in value)
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_is_absent(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data  # pydantic refuses it with its own message
-        # Only named fields: an unknown one is refused even when null.
-        known = cls.model_fields.keys()
-        return {key: value for key, value in data.items() if value is not None or key not in known}
-
-    @field_validator("*")
-    @classmethod
-    def _refuse_unsupported(cls, value: Any, info: ValidationInfo) -> Any:
-        assert info.field_name is not None
-        field = cls.model_fields[info.field_name]
-        for mark in field.metadata:
-            if isinstance(mark, NotSupported) and not _is_default(value, field.default):
-                raise PydanticCustomError(
-                    "not_supported", "not supported by this server: {what}", {"what": mark.what}
-                )
-        return value
-
-
-class NativeSamplingParams(_Body):
+class NativeSamplingParams(Body):
     """SGLang's ``sampling_params``; ``sampling_seed`` is SGLang's newer name of ``seed``."""
+
+    location = "sampling_params"
 
     max_new_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     min_new_tokens: Count = 0
@@ -140,20 +86,24 @@ class NativeSamplingParams(_Body):
     repetition_penalty: Annotated[float, Field(gt=0, le=2, description="passed to the engine")] = (
         1.0
     )
-    logit_bias: Annotated[dict[str, float], Field(description="accepted and ignored")] = {}
+    #: Samples per prompt: each is its own request to the engine.
+    n: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1
     stream_interval: Annotated[
         int, Field(ge=1, description="accepted and ignored: every output is streamed")
     ] = 1
-    n: Annotated[int, NotSupported("parallel sampling; send the prompt n times")] = 1
+    logit_bias: Annotated[
+        dict[str, float] | None, NotSupported("logit_bias: the engine link does not carry it")
+    ] = None
     stop_regex: Annotated[str | list[str] | None, NotSupported("stop regexes")] = None
     json_schema: Annotated[str | None, NotSupported("constrained decoding")] = None
     regex: Annotated[str | None, NotSupported("constrained decoding")] = None
     ebnf: Annotated[str | None, NotSupported("constrained decoding")] = None
     structural_tag: Annotated[str | None, NotSupported("constrained decoding")] = None
     custom_params: Annotated[dict[str, Any] | None, NotSupported("custom logit processors")] = None
+    beam_width: Annotated[int | None, NotSupported("beam search")] = None
 
 
-class _NativeBody(_Body):
+class _NativeBody(Body):
     """What ``/generate`` and ``/encode`` share: one prompt kind, media, LoRA, hints."""
 
     text: str | list[str] | None = None
@@ -164,8 +114,11 @@ class _NativeBody(_Body):
     audio_data: Annotated[Media | None, NotSupported("audio; this stack serves text")] = None
     modalities: Annotated[list[str] | None, NotSupported("modalities other than text")] = None
     lora_path: Annotated[OneOrEach | None, NotSupported("LoRA adapters")] = None
+    lora_id: Annotated[OneOrEach | None, NotSupported("LoRA adapters")] = None
     log_metrics: Annotated[bool, Field(description="accepted and ignored")] = True
     priority: Annotated[int | None, Field(description="accepted and ignored")] = None
+    #: SGLang's gateway names the model; one model is served, whatever it says.
+    model: Annotated[str | None, Field(description="accepted and ignored")] = None
 
     @model_validator(mode="after")
     def _one_prompt_kind(self) -> Self:
@@ -180,39 +133,104 @@ RoutingHint = Annotated[
 ]
 #: A detail of logprobs, which ``return_logprob`` (refused) would return.
 LogprobDetail = Field(description="accepted and ignored: no logprobs are returned")
+#: A field of multimodal input, meaningless without the media (which are refused).
+MediaDetail = Field(description="accepted and ignored: this stack serves text")
+Disaggregation = NotSupported("prefill-decode disaggregation")
+
+
+def _one_or_each(value: Any) -> str:
+    return "each" if isinstance(value, list) else "one"
+
+
+#: One ``sampling_params`` for every prompt, or one per prompt: told apart by the input's
+#: shape, so an error names the object's field and not a branch of a union.
+SamplingParamsInput = Annotated[
+    Annotated[NativeSamplingParams, Tag("one")]
+    | Annotated[list[NativeSamplingParams], Tag("each")],
+    Discriminator(_one_or_each),
+]
 
 
 class GenerateBody(_NativeBody):
     """SGLang's ``POST /generate``: exactly one of ``text`` and ``input_ids``."""
 
-    sampling_params: NativeSamplingParams | list[NativeSamplingParams] = Field(
-        default_factory=NativeSamplingParams
-    )
+    sampling_params: SamplingParamsInput = Field(default_factory=NativeSamplingParams)
     stream: bool = False
     return_logprob: Annotated[bool | list[bool], NotSupported("logprobs")] = False
     logprob_start_len: Annotated[int | list[int] | None, LogprobDetail] = None
     top_logprobs_num: Annotated[int | list[int] | None, LogprobDetail] = None
     token_ids_logprob: Annotated[TokenIds | list[TokenIds] | None, LogprobDetail] = None
     return_text_in_logprobs: Annotated[bool, LogprobDetail] = False
+    return_sampling_mask: Annotated[bool | list[bool] | None, LogprobDetail] = None
+    return_flat_raw_top_logprobs: Annotated[bool, LogprobDetail] = False
+    return_flat_raw_top_logprobs_b64: Annotated[bool, LogprobDetail] = False
     input_embeds: Annotated[list[Any] | None, NotSupported("input embeddings")] = None
     return_hidden_states: Annotated[
         bool | str | list[bool | str], NotSupported("hidden states")
     ] = False
+    return_routed_experts: Annotated[bool, NotSupported("routed experts")] = False
+    routed_experts_start_len: Annotated[int, Field(description="accepted and ignored")] = 0
+    return_indexer_topk: Annotated[bool, NotSupported("indexer top-k")] = False
+    return_entropy: Annotated[bool, NotSupported("entropy")] = False
+    return_prompt_token_ids: Annotated[bool, NotSupported("prompt token ids in the answer")] = False
+    return_bytes: Annotated[bool, NotSupported("image generation")] = False
     session_params: Annotated[dict[str, Any] | None, NotSupported("sessions")] = None
+    session_id: Annotated[
+        str | None, Field(description="accepted and ignored: it does not change the prompt")
+    ] = None
     custom_logit_processor: Annotated[OneOrEach | None, NotSupported("custom logit processors")] = (
         None
     )
-    bootstrap_host: Annotated[OneOrEach | None, NotSupported("prefill-decode disaggregation")] = (
-        None
-    )
-    bootstrap_port: Annotated[
-        int | list[int | None] | None, NotSupported("prefill-decode disaggregation")
+    positional_embed_overrides: Annotated[Any, NotSupported("embedding overrides")] = None
+    multi_item_delimiter_indices: Annotated[
+        list[int] | list[list[int]] | None, NotSupported("multi-item scoring")
     ] = None
-    bootstrap_room: Annotated[
-        int | list[int | None] | None, NotSupported("prefill-decode disaggregation")
-    ] = None
+    require_reasoning: Annotated[bool, NotSupported("reasoning control")] = False
+    max_thinking_tokens: Annotated[int | None, NotSupported("thinking budgets")] = None
+    background: Annotated[bool, NotSupported("background responses")] = False
+    bootstrap_host: Annotated[OneOrEach | None, Disaggregation] = None
+    bootstrap_port: Annotated[int | list[int | None] | None, Disaggregation] = None
+    bootstrap_room: Annotated[int | list[int | None] | None, Disaggregation] = None
+    bootstrap_pair_key: Annotated[OneOrEach | None, Disaggregation] = None
+    decode_tp_size: Annotated[int | list[int | None] | None, Disaggregation] = None
     data_parallel_rank: RoutingHint = None
     routed_dp_rank: RoutingHint = None
+    disagg_prefill_dp_rank: RoutingHint = None
+    kv_router_hint: Annotated[dict[str, Any] | None, Ignored] = None
+    routing_key: Annotated[str | None, Ignored] = None
+    conversation_id: Annotated[str | None, Ignored] = None
+    custom_labels: Annotated[dict[str, str] | None, Ignored] = None
+    external_trace_header: Annotated[
+        dict[str, Any] | None,
+        Field(description="accepted and ignored: the traceparent header carries the trace"),
+    ] = None
+    received_time: Annotated[float | None, Ignored] = None
+    http_worker_ipc: Annotated[
+        str | None, Field(description="accepted and ignored: the worker owns its requests")
+    ] = None
+    no_logs: Annotated[bool, Field(description="honoured: request contents are never logged")] = (
+        False
+    )
+    extra_key: Annotated[
+        str | list[str] | None,
+        Field(description="accepted and ignored: requests share no prefix cache"),
+    ] = None
+    cache_salt: Annotated[
+        str | list[str] | None,
+        Field(description="accepted and ignored: requests share no prefix cache"),
+    ] = None
+    mm_hashes: Annotated[list[Any] | None, MediaDetail] = None
+    mm_content_hashes: Annotated[list[Any] | None, MediaDetail] = None
+    use_audio_in_video: Annotated[bool, MediaDetail] = False
+    video_config: Annotated[dict[str, Any] | None, MediaDetail] = None
+    max_dynamic_patch: Annotated[int | None, MediaDetail] = None
+    min_dynamic_patch: Annotated[int | None, MediaDetail] = None
+    image_max_dynamic_patch: Annotated[int | None, MediaDetail] = None
+    video_max_dynamic_patch: Annotated[int | None, MediaDetail] = None
+    images_config: Annotated[dict[str, Any] | None, MediaDetail] = None
+    need_wait_for_mm_inputs: Annotated[bool | None, MediaDetail] = None
+    num_items_assigned: Annotated[dict[str, Any] | None, MediaDetail] = None
+    encoder_urls: Annotated[list[str] | None, MediaDetail] = None
 
 
 class EncodeBody(_NativeBody):
@@ -225,8 +243,10 @@ class EncodeBody(_NativeBody):
     dimensions: Annotated[int | None, NotSupported("dimensions: the engine has one size")] = None
 
 
-class StreamOptions(_Body):
+class StreamOptions(Body):
     """OpenAI ``stream_options``."""
+
+    location = "stream_options"
 
     include_usage: bool = False
     include_obfuscation: Annotated[
@@ -235,7 +255,28 @@ class StreamOptions(_Body):
     continuous_usage_stats: Annotated[bool, NotSupported("usage in every chunk")] = False
 
 
-class CompletionBody(_Body):
+class ResponseFormat(Body):
+    """OpenAI's ``response_format``: only ``text`` (the default) is served; ``json_object``
+    and ``json_schema`` need constrained decoding."""
+
+    location = "response_format"
+
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    json_schema: Annotated[dict[str, Any] | None, Field(description="with json_schema")] = None
+
+    @field_validator("type")
+    @classmethod
+    def _text_only(cls, kind: str) -> str:
+        if kind != "text":
+            raise PydanticCustomError(
+                "not_supported",
+                "not supported by this server: {kind} (constrained decoding); only text",
+                {"kind": kind},
+            )
+        return kind
+
+
+class CompletionBody(Body):
     """OpenAI ``POST /v1/completions`` (plus SGLang's extensions such as ``ignore_eos``).
 
     ``best_of`` is accepted only equal to ``n`` (choosing among samples needs logprobs)."""
@@ -262,7 +303,9 @@ class CompletionBody(_Body):
     no_stop_trim: bool = False
     frequency_penalty: Penalty = 0.0
     presence_penalty: Penalty = 0.0
-    logit_bias: Annotated[dict[str, float], Field(description="accepted and ignored")] = {}
+    logit_bias: Annotated[
+        dict[str, float] | None, NotSupported("logit_bias: the engine link does not carry it")
+    ] = None
     suffix: Annotated[str | None, NotSupported("a suffix (insertion)")] = None
     top_k: Annotated[
         int, Field(ge=-1, le=INT32_MAX, description="SGLang's; passed to the engine")
@@ -279,7 +322,7 @@ class CompletionBody(_Body):
     json_schema: Annotated[str | None, NotSupported("constrained decoding")] = None
     regex: Annotated[str | None, NotSupported("constrained decoding")] = None
     ebnf: Annotated[str | None, NotSupported("constrained decoding")] = None
-    response_format: Annotated[dict[str, Any] | None, NotSupported("constrained decoding")] = None
+    response_format: ResponseFormat | None = None
     lora_path: Annotated[OneOrEach | None, NotSupported("LoRA adapters")] = None
 
     @field_validator("best_of")
@@ -296,7 +339,7 @@ class CompletionBody(_Body):
         return best_of
 
 
-class EmbeddingBody(_Body):
+class EmbeddingBody(Body):
     """OpenAI ``POST /v1/embeddings``."""
 
     model: str

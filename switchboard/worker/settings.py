@@ -56,6 +56,9 @@ class WorkerSettings:
     #: Read a body as JSON whatever its ``Content-Type`` says (or without one), for old
     #: clients; off, a body not declared as JSON is refused with 415.
     accept_any_content_type: bool = False
+    #: Refuse (400) a body field no endpoint names; off, such a field is ignored and
+    #: counted (``switchboard_ignored_fields_total``), so new gateway fields pass.
+    reject_unknown_fields: bool = False
     #: Seconds a draining worker asks clients to wait (``Retry-After``).
     retry_after_s: int = flagged(
         5,

@@ -69,6 +69,25 @@ FULL_BODIES: dict[str, dict[str, Any]] = {
         "return_hidden_states": ["x"],
         "session_params": {"id": "s"},
         "input_embeds": [["e"]],
+        "model": "m",
+        "lora_id": "l",
+        "session_id": "s",
+        "bootstrap_pair_key": "k",
+        "cache_salt": "c",
+        "extra_key": ["k"],
+        "conversation_id": "c",
+        "routing_key": "r",
+        "http_worker_ipc": "ipc",
+        "custom_labels": {"team": "t"},
+        "external_trace_header": {"traceparent": "t"},
+        "kv_router_hint": {"source_control_endpoint": "e"},
+        "positional_embed_overrides": ["p"],
+        "mm_hashes": ["h"],
+        "mm_content_hashes": [["h"]],
+        "encoder_urls": ["u"],
+        "images_config": {"k": "v"},
+        "video_config": {"k": "v"},
+        "num_items_assigned": {"image": [1]},
     },
     "/encode": {
         "text": "one",
@@ -78,6 +97,8 @@ FULL_BODIES: dict[str, dict[str, Any]] = {
         "audio_data": "a",
         "modalities": ["text"],
         "lora_path": "l",
+        "lora_id": "l",
+        "model": "m",
         "sampling_params": {"k": "v"},
     },
     "/v1/completions": {
@@ -414,11 +435,11 @@ class TestContentTypesServed:
     )
     def test_json_types_are_read(self, client: httpx.Client, declared: str) -> None:
         """A JSON type with parameters, or a ``+json`` one, is decoded and validated (here:
-        a 400 naming an unknown field)."""
-        body = json.dumps({"text": "hi", "no_such_field": 1})
+        a 400 naming a wrongly typed field)."""
+        body = json.dumps({"text": "hi", "stream": "not a boolean"})
         answer = client.post("/generate", content=body, headers={"Content-Type": declared})
         assert answer.status_code == 400
-        assert answer.json()["error"]["param"] == "no_such_field"
+        assert answer.json()["error"]["param"] == "stream"
 
     @pytest.mark.parametrize("path", ["/health", "/v1/models", "/get_model_info"])
     def test_get_routes_are_unaffected(self, client: httpx.Client, path: str) -> None:
@@ -432,12 +453,12 @@ class TestContentTypesServed:
         self, default_tokenizer: Tokenizer, run_dir: Path, kind: str, headers: dict[str, str]
     ) -> None:
         """With ``accept_any_content_type`` a body of any declared type (or none) is read
-        as JSON (here: a 400 naming an unknown field); surrogates are still refused."""
+        as JSON (here: a 400 naming a wrongly typed field); surrogates are still refused."""
         app = _worker(default_tokenizer, run_dir, accept_any_content_type=True)
         with served(app) as url, httpx.Client(base_url=url, timeout=WAIT_S) as lenient:
-            body = json.dumps({"text": "hi", "no_such_field": 1})
+            body = json.dumps({"text": "hi", "stream": "not a boolean"})
             answer = lenient.post("/generate", content=body, headers=headers)
             assert answer.status_code == 400, answer.text
-            assert answer.json()["error"]["param"] == "no_such_field"
+            assert answer.json()["error"]["param"] == "stream"
             bad = lenient.post("/generate", content=b'{"text": "\\ud800"}', headers=headers)
             assert bad.status_code == 400 and bad.json()["error"]["param"] == "text"

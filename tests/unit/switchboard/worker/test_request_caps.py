@@ -106,16 +106,19 @@ class TestRequestCaps:
 
 
 class TestFlags:
-    """The caps and the content-type switch are ``switchboard worker`` flags."""
+    """The caps and the body switches are ``switchboard worker`` flags."""
 
     def test_flags_set_the_settings(self, tmp_path: Path) -> None:
-        """Each cap's flag reaches the worker's settings; so does --accept-any-content-type."""
+        """Each cap's flag reaches the worker's settings; so do --accept-any-content-type
+        and --reject-unknown-fields."""
         words = ["worker", "--run-dir", str(tmp_path), "--worker-id", "w0"]
         words += ["--max-prompts", "4", "--max-n", "3", "--max-stop-strings", "2"]
         words += ["--max-stop-chars", "5", "--max-stop-token-ids", "3"]
         words += ["--max-request-tokens", "100", "--accept-any-content-type"]
+        words += ["--reject-unknown-fields"]
         settings = worker_cli.settings(build_parser("worker").parse_args(words))
         assert settings.caps == CAPS and settings.accept_any_content_type
+        assert settings.reject_unknown_fields
 
     def test_switchboard_up_hands_them_to_the_workers(self, tmp_path: Path) -> None:
         """``switchboard up``'s settings of the same names reach every worker's flags."""
@@ -123,18 +126,21 @@ class TestFlags:
         from switchboard.supervisor.settings import load_settings
 
         given = {field: str(getattr(CAPS, field)) for field in vars(CAPS)}
-        settings = load_settings({**given, "accept_any_content_type": "true"})
+        switches = {"accept_any_content_type": "true", "reject_unknown_fields": "true"}
+        settings = load_settings({**given, **switches})
         workers = [spec for spec in stack_layout(settings, tmp_path, 1) if spec.role == "worker"]
         assert workers
         for spec in workers:
             args = build_parser("worker").parse_args(list(spec.argv[3:]))
             assert worker_cli.settings(args).caps == CAPS and args.accept_any_content_type
+            assert args.reject_unknown_fields
 
     def test_defaults(self, tmp_path: Path) -> None:
         """Without them: the documented defaults, and JSON content types only."""
         words = ["worker", "--run-dir", str(tmp_path), "--worker-id", "w0"]
         settings = worker_cli.settings(build_parser("worker").parse_args(words))
         assert settings.caps == RequestCaps() and not settings.accept_any_content_type
+        assert not settings.reject_unknown_fields
         assert RequestCaps() == RequestCaps(
             max_prompts=16,
             max_n=16,

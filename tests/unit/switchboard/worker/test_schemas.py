@@ -1,6 +1,7 @@
-"""The worker's request bodies (``switchboard.worker.schemas``): unknown fields refused,
-every field a standard client sends named, fields this stack cannot honour refused only
-when given a value other than their default, ``null`` as good as absent.
+"""The worker's request bodies (``switchboard.worker.schemas``): unknown fields ignored
+and recorded (refused under the reject policy), every field a standard client sends
+named, fields this stack cannot honour refused only when given a value other than their
+default, ``null`` as good as absent.
 
 The OpenAI bodies are checked against what the installed ``openai`` SDK declares and
 actually sends (captured by an httpx mock transport, so no server is involved)."""
@@ -19,6 +20,7 @@ from openai.types import completion_create_params, embedding_create_params
 from openai.types.chat import chat_completion_stream_options_param
 from pydantic import BaseModel, ValidationError
 
+from switchboard.worker.body_base import accepted_names, unknown_fields_policy
 from switchboard.worker.schemas import (
     CompletionBody,
     EmbeddingBody,
@@ -28,34 +30,78 @@ from switchboard.worker.schemas import (
     StreamOptions,
 )
 
-#: SGLang's ``GenerateReqInput`` fields a /generate client commonly sends.
+#: Every field of SGLang's ``GenerateReqInput`` (python/sglang/srt/managers/io_struct.py,
+#: sgl-project/sglang at 001067ff, December 2026), plus ``model``, which SGLang's gateway
+#: (sglang-router) adds.
 SGLANG_GENERATE_FIELDS = [
+    "rid",
+    "session_id",
     "text",
     "input_ids",
     "input_embeds",
     "image_data",
     "video_data",
     "audio_data",
-    "modalities",
+    "mm_hashes",
+    "mm_content_hashes",
+    "use_audio_in_video",
+    "video_config",
     "sampling_params",
-    "rid",
-    "stream",
     "return_logprob",
     "logprob_start_len",
     "top_logprobs_num",
     "token_ids_logprob",
+    "return_sampling_mask",
     "return_text_in_logprobs",
-    "return_hidden_states",
+    "return_flat_raw_top_logprobs",
+    "return_flat_raw_top_logprobs_b64",
+    "stream",
     "log_metrics",
-    "lora_path",
+    "return_hidden_states",
+    "return_routed_experts",
+    "routed_experts_start_len",
+    "return_indexer_topk",
+    "modalities",
     "session_params",
+    "lora_path",
+    "lora_id",
     "custom_logit_processor",
+    "positional_embed_overrides",
     "bootstrap_host",
     "bootstrap_port",
     "bootstrap_room",
-    "priority",
-    "data_parallel_rank",
+    "bootstrap_pair_key",
+    "decode_tp_size",
     "routed_dp_rank",
+    "data_parallel_rank",
+    "disagg_prefill_dp_rank",
+    "kv_router_hint",
+    "routing_key",
+    "conversation_id",
+    "http_worker_ipc",
+    "background",
+    "require_reasoning",
+    "max_thinking_tokens",
+    "priority",
+    "extra_key",
+    "no_logs",
+    "custom_labels",
+    "return_bytes",
+    "return_entropy",
+    "return_prompt_token_ids",
+    "external_trace_header",
+    "received_time",
+    "need_wait_for_mm_inputs",
+    "num_items_assigned",
+    "encoder_urls",
+    "max_dynamic_patch",
+    "min_dynamic_patch",
+    "image_max_dynamic_patch",
+    "video_max_dynamic_patch",
+    "images_config",
+    "multi_item_delimiter_indices",
+    "cache_salt",
+    "model",
 ]
 #: SGLang's ``SamplingParams`` API fields (``sampling_seed`` is the alias of ``seed``).
 SGLANG_SAMPLING_FIELDS = [
@@ -83,7 +129,8 @@ SGLANG_SAMPLING_FIELDS = [
     "custom_params",
     "stream_interval",
     "logit_bias",
-    "seed",
+    "sampling_seed",
+    "beam_width",
 ]
 
 
@@ -128,26 +175,57 @@ def sdk() -> Iterator[CapturedBodies]:
     captured.client.close()
 
 
-class TestUnknownFields:
-    """A field no model names is refused, at any depth, even when null."""
+UNKNOWN = [
+    (GenerateBody, {"text": "a", "no_such_field": 1}, "no_such_field"),
+    (GenerateBody, {"text": "a", "no_such_field": None}, "no_such_field"),
+    (EncodeBody, {"text": "a", "no_such_field": 1}, "no_such_field"),
+    (CompletionBody, {"model": "m", "prompt": "a", "no_such_field": 1}, "no_such_field"),
+    (EmbeddingBody, {"model": "m", "input": "a", "no_such_field": 1}, "no_such_field"),
+    (NativeSamplingParams, {"max_new_token": 1}, "max_new_token"),
+    (StreamOptions, {"include_usge": True}, "include_usge"),
+]
 
-    @pytest.mark.parametrize(
-        ("model", "body", "where"),
-        [
-            (GenerateBody, {"text": "a", "no_such_field": 1}, "no_such_field"),
-            (GenerateBody, {"text": "a", "no_such_field": None}, "no_such_field"),
-            (EncodeBody, {"text": "a", "no_such_field": 1}, "no_such_field"),
-            (CompletionBody, {"model": "m", "prompt": "a", "no_such_field": 1}, "no_such_field"),
-            (EmbeddingBody, {"model": "m", "input": "a", "no_such_field": 1}, "no_such_field"),
-            (NativeSamplingParams, {"max_new_token": 1}, "max_new_token"),
-            (StreamOptions, {"include_usge": True}, "include_usge"),
-        ],
-    )
-    def test_refused_naming_the_field(
+
+class TestUnknownFields:
+    """A field no model names is ignored and recorded, at any depth, even when null;
+    under the reject policy it is refused."""
+
+    @pytest.mark.parametrize(("model", "body", "where"), UNKNOWN)
+    def test_refused_naming_the_field_when_rejecting(
         self, model: type[BaseModel], body: dict[str, Any], where: str
     ) -> None:
         """The one problem is at the unknown field, "Extra inputs are not permitted"."""
-        assert refusal(model, body) == [(where, "Extra inputs are not permitted")]
+        with unknown_fields_policy(reject=True) as policy:
+            assert refusal(model, body) == [(where, "Extra inputs are not permitted")]
+        assert policy.ignored == []
+
+    @pytest.mark.parametrize(("model", "body", "where"), UNKNOWN)
+    def test_ignored_and_recorded_by_default(
+        self, model: type[BaseModel], body: dict[str, Any], where: str
+    ) -> None:
+        """The body validates as if the field were not there, and the field is recorded
+        (dotted where it is nested)."""
+        with unknown_fields_policy() as policy:
+            validated = model.model_validate(body)
+        known = {key: value for key, value in body.items() if key != where}
+        assert validated == model.model_validate(known)
+        assert policy.ignored == [f"{model.location}.{where}" if model.location else where]
+
+    def test_nested_fields_are_named_where_they_are(self) -> None:
+        """One body's ignored fields, top level and in ``sampling_params`` (one or each)."""
+        body = {
+            "text": ["a", "b"],
+            "model": "served",
+            "nope": 1,
+            "sampling_params": [{"max_new_tokens": 2, "x": 1}, {"y": None}],
+        }
+        with unknown_fields_policy() as policy:
+            GenerateBody.model_validate(body)
+        assert sorted(policy.ignored) == ["nope", "sampling_params.x", "sampling_params.y"]
+
+    def test_outside_a_request_nothing_is_recorded(self) -> None:
+        """Without a policy (no request), unknown fields are ignored and recorded nowhere."""
+        assert GenerateBody.model_validate({"text": "a", "zzz": 1}) == GenerateBody(text="a")
 
 
 class TestOpenAIClients:
@@ -175,7 +253,6 @@ class TestOpenAIClients:
             best_of=2,
             echo=True,
             frequency_penalty=0.5,
-            logit_bias={"7": -100},
             logprobs=0,
             max_tokens=4,
             n=2,
@@ -235,11 +312,11 @@ class TestSGLangClients:
 
     def test_generate_fields_are_named(self) -> None:
         """Each commonly sent GenerateReqInput field is a GenerateBody field."""
-        assert set(SGLANG_GENERATE_FIELDS) - set(GenerateBody.model_fields) == set()
+        assert set(SGLANG_GENERATE_FIELDS) - accepted_names(GenerateBody) == set()
 
     def test_sampling_fields_are_named(self) -> None:
         """Each SamplingParams API field is a NativeSamplingParams field."""
-        assert set(SGLANG_SAMPLING_FIELDS) - set(NativeSamplingParams.model_fields) == set()
+        assert set(SGLANG_SAMPLING_FIELDS) - accepted_names(NativeSamplingParams) == set()
 
     def test_sampling_seed_is_seed(self) -> None:
         """``sampling_seed`` (SGLang's newer name) sets ``seed``."""
@@ -280,7 +357,16 @@ class TestNotSupported:
             (GenerateBody, {"text": "a", "image_data": "x.png"}, "image_data", "images"),
             (GenerateBody, {"text": "a", "lora_path": ["x", None]}, "lora_path", "LoRA"),
             (GenerateBody, {"text": "a", "bootstrap_room": 7}, "bootstrap_room", "prefill"),
-            (NativeSamplingParams, {"n": 2}, "n", "parallel sampling"),
+            (NativeSamplingParams, {"logit_bias": {"7": 1}}, "logit_bias", "logit_bias"),
+            (NativeSamplingParams, {"beam_width": 4}, "beam_width", "beam search"),
+            (GenerateBody, {"text": "a", "return_entropy": True}, "return_entropy", "entropy"),
+            (GenerateBody, {"text": "a", "background": True}, "background", "background"),
+            (
+                CompletionBody,
+                {"model": "m", "prompt": "a", "logit_bias": {"1": 2}},
+                "logit_bias",
+                "logit_bias",
+            ),
             (NativeSamplingParams, {"regex": "a+"}, "regex", "constrained decoding"),
             (CompletionBody, {"model": "m", "prompt": "a", "logprobs": 1}, "logprobs", "logprobs"),
             (CompletionBody, {"model": "m", "prompt": "a", "suffix": "z"}, "suffix", "suffix"),
@@ -329,6 +415,5 @@ class TestNotSupported:
             "not supported (LoRA adapters): only the default is accepted"
         )
         assert (
-            "ignored"
-            in CompletionBody.model_json_schema()["properties"]["logit_bias"]["description"]
+            "ignored" in CompletionBody.model_json_schema()["properties"]["priority"]["description"]
         )
