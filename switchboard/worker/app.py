@@ -16,7 +16,7 @@ from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
 from switchboard.text import TextCodec
-from switchboard.worker import native, openai_api
+from switchboard.worker import chat_api, native, openai_api
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
 from switchboard.worker.ignored_fields import IgnoredFields
@@ -84,6 +84,14 @@ def create_app(
     )
     app.include_router(native.router)
     app.include_router(openai_api.router)
-    routes = RouteTemplates([*app.router.routes, *native.router.routes, *openai_api.router.routes])
+    app.include_router(chat_api.router)
+    routes = RouteTemplates(
+        [
+            *app.router.routes,
+            *native.router.routes,
+            *openai_api.router.routes,
+            *chat_api.router.routes,
+        ]
+    )
     install_observers(app, metrics, routes)
     return app

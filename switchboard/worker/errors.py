@@ -22,7 +22,7 @@ from router_core.counters import Counters
 from router_core.worker_link import AdmissionRefused, RequestLost, RouterUnavailable
 from switchboard.worker.caps import CapExceeded
 from switchboard.worker.disconnect import ClientDisconnected
-from switchboard.worker.generation import PromptError, RequestAborted
+from switchboard.worker.generation import ContextTooLong, PromptError, RequestAborted
 from switchboard.worker.json_body import BodyRefused
 from switchboard.worker.metrics import BAD_REQUEST_STATUSES, NO_METRICS, Metrics
 
@@ -105,6 +105,15 @@ def _either(messages: list[str]) -> str:
     return " or ".join(shown)
 
 
+def _prompt_body(error: Exception) -> dict[str, Any]:
+    """The body of a refused prompt; one too long for the context has OpenAI's code."""
+    if isinstance(error, ContextTooLong):
+        body = error_body(str(error), "invalid_request_error", 400, error.param)
+        body["error"]["code"] = "context_length_exceeded"
+        return body
+    return error_body(str(error), "invalid_request_error", 400)
+
+
 def install_error_handlers(
     app: FastAPI, counters: Counters, retry_after_s: int, metrics: Metrics = NO_METRICS
 ) -> None:
@@ -124,7 +133,7 @@ def install_error_handlers(
         return reject("invalid_request", 400, body)
 
     async def on_prompt(request: Request, error: Exception) -> JSONResponse:
-        return reject("invalid_prompt", 400, error_body(str(error), "invalid_request_error", 400))
+        return reject("invalid_prompt", 400, _prompt_body(error))
 
     async def on_body(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, BodyRefused)

@@ -26,6 +26,7 @@ from switchboard.worker.metrics import NO_METRICS, Metrics
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = [
+    "ContextTooLong",
     "EmbeddingResult",
     "Generation",
     "Prompt",
@@ -42,6 +43,15 @@ LARGE_INPUT_CHARS = 32_768
 
 class PromptError(ValueError):
     """A request the worker refuses before sending it (answered with 400)."""
+
+
+class ContextTooLong(PromptError):
+    """A prompt (plus the tokens asked for) that does not fit the context; ``param`` is the
+    field holding the prompt, in the client's terms."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class RequestAborted(Exception):
@@ -200,13 +210,17 @@ class Generation:
         limit = self.settings.context_length
         return min(limit, engine) if engine > 0 else limit
 
-    def check_length(self, prompt: Prompt, max_new_tokens: int) -> None:
-        """Refuse a request whose prompt plus output exceeds the context length."""
+    def check_length(
+        self, prompt: Prompt, max_new_tokens: int, *, param: str | None = None
+    ) -> None:
+        """Refuse (:class:`ContextTooLong`, naming ``param``) a request whose prompt plus
+        output exceeds the context length."""
         limit = self.context_length()
         if len(prompt.ids) + max_new_tokens > limit:
-            raise PromptError(
+            raise ContextTooLong(
                 f"the prompt ({len(prompt.ids)} tokens) plus max_new_tokens "
-                f"({max_new_tokens}) exceeds the context length of {limit} tokens"
+                f"({max_new_tokens}) exceeds the context length of {limit} tokens",
+                param,
             )
 
     # ------------------------------------------------------------------ requests

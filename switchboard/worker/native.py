@@ -143,7 +143,7 @@ async def generate(
     rids = _sample_rids(request_ids(body.rid, len(prompts), generation), n)
     tokens = 0
     for prompt, sampling in zip(prompts, wire, strict=True):
-        generation.check_length(prompt, sampling.max_new_tokens)
+        generation.check_length(prompt, sampling.max_new_tokens, param=_prompt_field(body))
         tokens += len(prompt.ids) + sampling.max_new_tokens
     caps.check_tokens(tokens * n, len(prompts) * n)
     batched = _is_batch(source) or n > 1

@@ -37,7 +37,7 @@ from switchboard.worker.schemas import CompletionBody, EmbeddingBody
 from switchboard.worker.settings import WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
 
-__all__ = ["finish_reason", "router"]
+__all__ = ["MODEL_ALIASES", "check_model", "finish_reason", "router", "usage"]
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=JsonBodyRoute)
 
@@ -53,10 +53,18 @@ def finish_reason(reason: dict[str, Any] | None) -> str | None:
     return "stop" if kind is None else kind
 
 
-def _check_model(model: str, settings: WorkerSettings) -> None:
-    if model != settings.model_name:
+#: Model names every worker answers to besides its served name: SGLang's clients and
+#: tools send ``default`` for "whatever is served".
+MODEL_ALIASES = frozenset({"default"})
+
+
+def check_model(model: str, settings: WorkerSettings) -> None:
+    """Refuse (404, :class:`ModelNotFound`) a model name that is neither the served one
+    nor an alias in :data:`MODEL_ALIASES`; the answer always names the served model."""
+    if model != settings.model_name and model not in MODEL_ALIASES:
         raise ModelNotFound(
-            f"the model {model!r} does not exist; this server serves {settings.model_name!r}"
+            f"the model {model!r} does not exist; this server serves {settings.model_name!r} "
+            "(also answering to 'default')"
         )
 
 
@@ -82,7 +90,8 @@ def _sampling(body: CompletionBody) -> SamplingParams:
     )
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """OpenAI's ``usage`` object."""
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -101,7 +110,7 @@ async def retrieve_model(
     model: str, settings: SettingsDep, generation: GenerationDep
 ) -> dict[str, Any]:
     """One model by name; 404 for any other name."""
-    _check_model(model, settings)
+    check_model(model, settings)
     return _model_card(settings, generation)
 
 
@@ -113,6 +122,7 @@ def _model_card(settings: WorkerSettings, generation: Generation) -> dict[str, A
         "owned_by": "switchboard",
         "root": settings.model_name,
         "max_model_len": generation.context_length(),
+        "context_length": generation.context_length(),
     }
 
 
@@ -121,7 +131,7 @@ async def create_completion(
     body: CompletionBody, request: Request, generation: GenerationDep, settings: SettingsDep
 ) -> Any:
     """Complete each prompt ``n`` times (OpenAI's ``/v1/completions``)."""
-    _check_model(body.model, settings)
+    check_model(body.model, settings)
     caps = settings.caps
     caps.check_n(body.n)
     caps.check_generations(prompt_count(body.prompt), param="prompt", n=body.n)
@@ -129,7 +139,7 @@ async def create_completion(
     params = _sampling(body)
     caps.check_stop(params.stop, params.stop_token_ids, at="")
     for prompt in prompts:
-        generation.check_length(prompt, params.max_new_tokens)
+        generation.check_length(prompt, params.max_new_tokens, param="prompt")
     tokens = sum(len(prompt.ids) + params.max_new_tokens for prompt in prompts) * body.n
     caps.check_tokens(tokens, len(prompts) * body.n)
     # One choice per (prompt, sample): choice index = prompt index * n + sample.
@@ -173,7 +183,7 @@ async def create_completion(
             }
             for index, (prompt, result) in enumerate(zip(choices, results, strict=True))
         ],
-        "usage": _usage(
+        "usage": usage(
             sum(len(prompt.ids) for prompt in prompts),
             sum(result.completion_tokens for result in results),
         ),
@@ -231,7 +241,7 @@ async def _stream(
         yield event(stream_error(error))
     if include_usage:
         prompt_tokens = sum(len(prompt.ids) for prompt in choices[:: body.n])
-        usage = _usage(prompt_tokens, sum(completion_tokens))
+        counts = usage(prompt_tokens, sum(completion_tokens))
         yield event(
             {
                 "id": completion_id,
@@ -239,7 +249,7 @@ async def _stream(
                 "created": created,
                 "model": model,
                 "choices": [],
-                "usage": usage,
+                "usage": counts,
             }
         )
     yield DONE
@@ -250,7 +260,7 @@ async def create_embeddings(
     body: EmbeddingBody, request: Request, generation: GenerationDep, settings: SettingsDep
 ) -> dict[str, Any]:
     """Embed each input (OpenAI's ``/v1/embeddings``), batched through the engine."""
-    _check_model(body.model, settings)
+    check_model(body.model, settings)
     settings.caps.check_generations(prompt_count(body.input), param="input")
     prompts = await generation.read_prompts(body.input)
     settings.caps.check_tokens(sum(len(prompt.ids) for prompt in prompts), len(prompts))
