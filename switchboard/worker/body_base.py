@@ -70,7 +70,7 @@ Rid = Annotated[str, Field(max_length=MAX_RID_CHARS)]
 Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Seed = Annotated[int, Field(ge=-INT64_MAX, le=INT64_MAX)]
 Penalty = Annotated[
-    float, Field(ge=-2, le=2, description="passed to the engine (the llama.cpp engine applies it)")
+    float, Field(ge=-2, le=2, description="passed to the engine: the llama.cpp engine applies it")
 ]
 #: One prompt or a batch of them: text, texts, token ids, or lists of token ids.
 PromptInput = str | list[str] | TokenIds | list[TokenIds]

@@ -43,9 +43,9 @@ class ContentPart(Body):
     type: str
     text: str | None = None
     refusal: str | None = None
-    image_url: Annotated[Any, Ignored] = None
-    input_audio: Annotated[Any, Ignored] = None
-    file: Annotated[Any, Ignored] = None
+    image_url: Annotated[Any, NotSupported("images; this stack serves text")] = None
+    input_audio: Annotated[Any, NotSupported("audio; this stack serves text")] = None
+    file: Annotated[Any, NotSupported("files; this stack serves text")] = None
 
     @model_validator(mode="after")
     def _text_only(self) -> Self:
@@ -70,9 +70,11 @@ class ChatMessage(Body):
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
-    refusal: str | None = None
+    refusal: Annotated[str | None, Field(description="honoured: given to the template")] = None
     #: SGLang's: an assistant turn's reasoning, which some templates render.
-    reasoning_content: str | None = None
+    reasoning_content: Annotated[
+        str | None, Field(description="honoured: given to the template")
+    ] = None
     function_call: Annotated[
         dict[str, Any] | None, NotSupported("function_call (deprecated): use tool_calls")
     ] = None
@@ -109,8 +111,23 @@ class ChatBody(Body):
 
     model: str
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
-    max_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    max_tokens: (
+        Annotated[
+            int, Field(ge=1, le=INT32_MAX, description="honoured: max_completion_tokens' old name")
+        ]
+        | None
+    ) = None
+    max_completion_tokens: (
+        Annotated[
+            int,
+            Field(
+                ge=1,
+                le=INT32_MAX,
+                description="honoured: by default default_max_new_tokens, or the context left",
+            ),
+        ]
+        | None
+    ) = None
     min_tokens: Count = 0
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
@@ -126,8 +143,14 @@ class ChatBody(Body):
     user: Annotated[str | None, Ignored] = None
     response_format: ResponseFormat | None = None
     #: Before ``tools``, so that the check of ``tools`` sees it.
-    tool_choice: str | dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
+    tool_choice: Annotated[
+        str | dict[str, Any] | None,
+        Field(description="honoured: only none (the output is not parsed for tool calls)"),
+    ] = None
+    tools: Annotated[
+        list[dict[str, Any]] | None,
+        Field(description="honoured: given to the template, with tool_choice none"),
+    ] = None
     parallel_tool_calls: Annotated[bool | None, Ignored] = None
     metadata: Annotated[dict[str, Any] | None, Ignored] = None
     store: Annotated[bool | None, Field(description="accepted and ignored: nothing is stored")] = (
@@ -144,7 +167,7 @@ class ChatBody(Body):
     ] = None
     logprobs: Annotated[bool, NotSupported("logprobs")] = False
     top_logprobs: Annotated[int | None, NotSupported("logprobs")] = None
-    modalities: Annotated[list[str] | None, Field(description="only text")] = None
+    modalities: Annotated[list[str] | None, Field(description="honoured: only text")] = None
     audio: Annotated[dict[str, Any] | None, NotSupported("audio output")] = None
     prediction: Annotated[dict[str, Any] | None, NotSupported("predicted outputs")] = None
     reasoning_effort: Annotated[str | None, NotSupported("reasoning effort")] = None
@@ -162,9 +185,13 @@ class ChatBody(Body):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
-    continue_final_message: bool = False
+    continue_final_message: Annotated[
+        bool, Field(description="honoured: the last (assistant) message is left open")
+    ] = False
     add_generation_prompt: bool = True
-    chat_template_kwargs: dict[str, Any] | None = None
+    chat_template_kwargs: Annotated[
+        dict[str, Any] | None, Field(description="honoured: more variables for the template")
+    ] = None
     rid: Annotated[str | None, Ignored] = None
     priority: Annotated[int | None, Ignored] = None
     separate_reasoning: Annotated[bool, Ignored] = True

@@ -262,7 +262,10 @@ class ResponseFormat(Body):
     location = "response_format"
 
     type: Literal["text", "json_object", "json_schema"] = "text"
-    json_schema: Annotated[dict[str, Any] | None, Field(description="with json_schema")] = None
+    json_schema: Annotated[
+        dict[str, Any] | None,
+        Field(description="accepted and ignored: type json_schema, which it goes with, is refused"),
+    ] = None
 
     @field_validator("type")
     @classmethod
@@ -289,7 +292,9 @@ class CompletionBody(Body):
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
     #: At most the worker's ``max_n`` (a setting, so checked by the endpoint).
     n: Annotated[int, Field(ge=1, le=INT32_MAX)] = 1
-    best_of: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    best_of: (
+        Annotated[int, Field(ge=1, le=INT32_MAX, description="honoured: only equal to n")] | None
+    ) = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
@@ -297,7 +302,7 @@ class CompletionBody(Body):
     echo: bool = False
     logprobs: Annotated[int, Field(ge=0), NotSupported("logprobs other than 0")] = 0
     seed: Seed | None = None
-    user: str | None = None
+    user: Annotated[str | None, Field(description="accepted and ignored")] = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     no_stop_trim: bool = False
