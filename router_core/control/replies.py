@@ -144,6 +144,7 @@ class LoadReply(msgspec.Struct, kw_only=True):
     kv_cells_total: int = 0
     tokens_per_s: float = 0.0
     context_length: int = 0
+    features: list[str] = msgspec.field(default_factory=list)
     #: Seconds since the router received the snapshot.
     age_s: float
 

@@ -217,6 +217,11 @@ class LoadSnapshot(msgspec.Struct, omit_defaults=True):
     #: When this engine incarnation started (Unix ns). A change tells the workers that
     #: the engine restarted, so their requests in flight in it are lost.
     engine_started_ns: int = 0
+    #: What the engine honours beyond the sampling every engine takes, so workers refuse
+    #: (400) a request for what is missing instead of answering without it. Known:
+    #: ``logprobs`` (output rows carry ``output_token_logprobs_*``, and
+    #: ``output_top_logprobs_*`` for a request's ``top_logprobs_num``).
+    features: list[str] = []
     #: The stack key, from the engine; a router that has one refuses a snapshot without
     #: it, and passes snapshots on to the workers without it.
     secret: str = ""

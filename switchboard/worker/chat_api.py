@@ -39,6 +39,7 @@ from switchboard.worker.generation import (
     PromptError,
 )
 from switchboard.worker.json_body import JsonBodyRoute
+from switchboard.worker.logprobs import TokenLogprob, chat_shape
 from switchboard.worker.openai_api import check_model, finish_reason, usage
 from switchboard.worker.sse import DONE, event, sse_response
 
@@ -128,18 +129,25 @@ async def create_chat_completion(
     caps = settings.caps
     caps.check_n(body.n)
     caps.check_generations(1, param="messages", n=body.n)
+    if body.logprobs:
+        generation.check_logprobs("logprobs")
+    elif body.top_logprobs:
+        raise PromptError("top_logprobs needs logprobs: true", "top_logprobs")
+    asked = (body.top_logprobs or 0) if body.logprobs else None
     prompt = await chat_prompt(request, body, generation)
     params = _sampling(body, _max_new_tokens(body, prompt, generation))
     caps.check_stop(params.stop, params.stop_token_ids, at="")
     caps.check_tokens((len(prompt.ids) + params.max_new_tokens) * body.n, body.n)
     rids = [generation.new_rid() for _ in range(body.n)]
-    reply = _Reply(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), settings.model_name)
+    reply = _Reply(
+        f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), settings.model_name, generation, asked
+    )
     await unless_disconnected(request, generation.link.wait_admission())
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         events = _stream(generation, prompt, params, rids, reply=reply, include_usage=include_usage)
         return sse_response(events)
-    work = run_all([generation.generate_text(prompt, params, rid) for rid in rids])
+    work = run_all([generation.generate_text(prompt, params, rid, logprobs=asked) for rid in rids])
     results = await unless_disconnected(request, work)
     return {
         **reply.head("chat.completion"),
@@ -147,7 +155,7 @@ async def create_chat_completion(
             {
                 "index": index,
                 "message": {"role": "assistant", "content": result.text},
-                "logprobs": None,
+                "logprobs": reply.logprobs(result.logprobs),
                 "finish_reason": finish_reason(result.finish_reason),
                 "matched_stop": (result.finish_reason or {}).get("matched"),
             }
@@ -158,16 +166,32 @@ async def create_chat_completion(
 
 
 class _Reply:
-    """What every object of one answer repeats."""
+    """What every object of one answer repeats, and how its logprobs are shown
+    (``asked``: None for none, else the alternatives per token)."""
 
-    def __init__(self, reply_id: str, created: int, model: str) -> None:
+    def __init__(
+        self, reply_id: str, created: int, model: str, generation: Generation, asked: int | None
+    ) -> None:
         self.id, self.created, self.model = reply_id, created, model
+        self.generation, self.asked = generation, asked
 
     def head(self, kind: str) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
 
-    def chunk(self, index: int, delta: dict[str, Any], reason: str | None = None) -> bytes:
-        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": reason}
+    def logprobs(self, tokens: Sequence[TokenLogprob]) -> dict[str, Any] | None:
+        if self.asked is None:
+            return None
+        return chat_shape(tokens, self.generation.token_text, top=self.asked)
+
+    def chunk(
+        self,
+        index: int,
+        delta: dict[str, Any],
+        reason: str | None = None,
+        tokens: Sequence[TokenLogprob] = (),
+    ) -> bytes:
+        shown = self.logprobs(tokens) if tokens else None
+        choice = {"index": index, "delta": delta, "logprobs": shown, "finish_reason": reason}
         return event({**self.head("chat.completion.chunk"), "choices": [choice]})
 
 
@@ -183,13 +207,13 @@ async def _stream(
     completion_tokens = [0] * len(rids)
     for index in range(len(rids)):
         yield reply.chunk(index, {"role": "assistant", "content": ""})
-    streams = [generation.stream_text(prompt, params, rid) for rid in rids]
+    streams = [generation.stream_text(prompt, params, rid, logprobs=reply.asked) for rid in rids]
     try:
         async with contextlib.aclosing(merge_streams(streams)) as parts:
             async for index, part in parts:
                 completion_tokens[index] = part.completion_tokens
-                if part.text:
-                    yield reply.chunk(index, {"content": part.text})
+                if part.text or part.logprobs:
+                    yield reply.chunk(index, {"content": part.text}, tokens=part.logprobs)
                 reason = finish_reason(part.finish_reason)
                 if reason is not None:
                     yield reply.chunk(index, {}, reason)

@@ -25,6 +25,7 @@ from switchboard.worker.body_base import (
     Seed,
     TokenIds,
 )
+from switchboard.worker.logprobs import MAX_TOP_LOGPROBS
 from switchboard.worker.schemas import ResponseFormat, StreamOptions
 
 __all__ = ["ChatBody", "ChatMessage", "ContentPart"]
@@ -165,8 +166,14 @@ class ChatBody(Body):
     logit_bias: Annotated[
         dict[str, float] | None, NotSupported("logit_bias: the engine link does not carry it")
     ] = None
-    logprobs: Annotated[bool, NotSupported("logprobs")] = False
-    top_logprobs: Annotated[int | None, NotSupported("logprobs")] = None
+    logprobs: Annotated[
+        bool,
+        Field(description="honoured: with an engine that produces logprobs (llama.cpp)"),
+    ] = False
+    top_logprobs: Annotated[
+        int | None,
+        Field(ge=0, le=MAX_TOP_LOGPROBS, description="honoured: with logprobs, at most 20"),
+    ] = None
     modalities: Annotated[list[str] | None, Field(description="honoured: only text")] = None
     audio: Annotated[dict[str, Any] | None, NotSupported("audio output")] = None
     prediction: Annotated[dict[str, Any] | None, NotSupported("predicted outputs")] = None

@@ -111,7 +111,7 @@ def _prompt_body(error: Exception) -> dict[str, Any]:
         body = error_body(str(error), "invalid_request_error", 400, error.param)
         body["error"]["code"] = "context_length_exceeded"
         return body
-    return error_body(str(error), "invalid_request_error", 400)
+    return error_body(str(error), "invalid_request_error", 400, getattr(error, "param", None))
 
 
 def install_error_handlers(

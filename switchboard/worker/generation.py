@@ -13,7 +13,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from httpkit.spans import server_traceparent
@@ -22,6 +22,7 @@ from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
 from router_core.worker_link import OutputRow, RequestLost, WorkerLink, finish_reason_of
 from switchboard.text import TextCodec
+from switchboard.worker.logprobs import LOGPROBS_FEATURE, TokenLogprob, row_logprobs
 from switchboard.worker.metrics import NO_METRICS, Metrics
 from switchboard.worker.settings import WorkerSettings
 
@@ -42,16 +43,17 @@ LARGE_INPUT_CHARS = 32_768
 
 
 class PromptError(ValueError):
-    """A request the worker refuses before sending it (answered with 400)."""
-
-
-class ContextTooLong(PromptError):
-    """A prompt (plus the tokens asked for) that does not fit the context; ``param`` is the
-    field holding the prompt, in the client's terms."""
+    """A request the worker refuses before sending it (answered with 400); ``param``
+    names the field at fault, in the client's terms, when one is."""
 
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+class ContextTooLong(PromptError):
+    """A prompt (plus the tokens asked for) that does not fit the context; ``param`` is the
+    field holding the prompt."""
 
 
 class RequestAborted(Exception):
@@ -75,6 +77,8 @@ class TextChunk:
     completion_tokens: int
     cached_tokens: int
     finish_reason: dict[str, Any] | None
+    #: The new tokens' logprobs, when they were asked for.
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -88,6 +92,7 @@ class TextResult:
     cached_tokens: int
     finish_reason: dict[str, Any] | None
     latency_s: float
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -116,6 +121,7 @@ def _chunk(rows: Sequence[OutputRow]) -> TextChunk:
         completion_tokens=_first(getattr(last, "completion_tokens", None), 0),
         cached_tokens=_first(last.cached_tokens, 0),
         finish_reason=finish_reason_of(last),
+        logprobs=[item for row in rows for item in row_logprobs(row)],
     )
 
 
@@ -236,12 +242,28 @@ class Generation:
         """A fresh request id."""
         return uuid.uuid4().hex
 
+    def token_text(self, token_id: int) -> str:
+        """One token's text, decoded alone, special tokens shown (for logprobs)."""
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def check_logprobs(self, param: str) -> None:
+        """Refuse (400 naming ``param``) logprobs from an engine that does not send them
+        (its load snapshot does not list the ``logprobs`` feature)."""
+        load = self.link.load
+        if load is None or LOGPROBS_FEATURE not in load.features:
+            raise PromptError(
+                f"{param}: this stack's engine does not produce logprobs (it does not list "
+                "the logprobs feature; the llama.cpp engine does)",
+                param,
+            )
+
     async def stream_text(
-        self, prompt: Prompt, params: SamplingParams, rid: str
+        self, prompt: Prompt, params: SamplingParams, rid: str, *, logprobs: int | None = None
     ) -> AsyncGenerator[TextChunk, None]:
         """Generate; yield a chunk per batch of rows that arrived together, the last one
-        carrying the finish reason. Raises ``AdmissionRefused``/``RouterUnavailable``
-        before the first chunk; leaving early aborts the request."""
+        carrying the finish reason. ``logprobs``: None for none, else the alternatives
+        per token (0: the chosen token's alone). Raises ``AdmissionRefused``/
+        ``RouterUnavailable`` before the first chunk; leaving early aborts the request."""
         self.check_length(prompt, params.max_new_tokens)
         await self.link.wait_admission()
         self._check_rid_free(rid)
@@ -251,6 +273,8 @@ class Generation:
             sampling_params=params,
             text=prompt.text,
             stream=True,
+            return_logprob=logprobs is not None,
+            top_logprobs_num=logprobs or 0,
             created_ns=time.time_ns(),
         )
         with self.link.open_stream(rid) as stream:
@@ -266,14 +290,20 @@ class Generation:
                 if chunk.finish_reason is not None:
                     return
 
-    async def generate_text(self, prompt: Prompt, params: SamplingParams, rid: str) -> TextResult:
-        """Generate to the end and return the whole text."""
+    async def generate_text(
+        self, prompt: Prompt, params: SamplingParams, rid: str, *, logprobs: int | None = None
+    ) -> TextResult:
+        """Generate to the end and return the whole text (and logprobs, as
+        :meth:`stream_text`)."""
         started = time.monotonic()
         parts: list[str] = []
+        tokens: list[TokenLogprob] = []
         last: TextChunk | None = None
-        async with contextlib.aclosing(self.stream_text(prompt, params, rid)) as chunks:
+        stream = self.stream_text(prompt, params, rid, logprobs=logprobs)
+        async with contextlib.aclosing(stream) as chunks:
             async for chunk in chunks:
                 parts.append(chunk.text)
+                tokens += chunk.logprobs
                 last = chunk
         assert last is not None  # the stream ends only after a finishing chunk
         return TextResult(
@@ -284,6 +314,7 @@ class Generation:
             cached_tokens=last.cached_tokens,
             finish_reason=last.finish_reason,
             latency_s=time.monotonic() - started,
+            logprobs=tokens,
         )
 
     async def embed(self, prompt: Prompt, rid: str) -> EmbeddingResult:

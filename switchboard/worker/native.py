@@ -31,11 +31,12 @@ from switchboard.worker.generation import (
     TextResult,
 )
 from switchboard.worker.json_body import JsonBodyRoute
+from switchboard.worker.logprobs import TokenLogprob, sglang_shape
 from switchboard.worker.schemas import EncodeBody, GenerateBody, NativeSamplingParams
 from switchboard.worker.settings import WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
 
-__all__ = ["request_ids", "router", "sampling_params"]
+__all__ = ["logprob_asks", "request_ids", "router", "sampling_params"]
 
 router = APIRouter(tags=["native"], route_class=JsonBodyRoute)
 
@@ -79,6 +80,49 @@ def request_ids(given: str | list[str] | None, count: int, generation: Generatio
 
 def _prompt_field(body: GenerateBody | EncodeBody) -> str:
     return "text" if body.text is not None else "input_ids"
+
+
+def _each(value: Any, count: int, name: str) -> list[Any]:
+    """SGLang's one-or-each form as one value per prompt."""
+    if not isinstance(value, list):
+        return [value] * count
+    if len(value) != count:
+        raise PromptError(f"{name} gives {len(value)} values for {count} prompts", name)
+    return value
+
+
+def logprob_asks(body: GenerateBody, count: int, generation: Generation) -> list[int | None]:
+    """Per prompt: None (no logprobs), or the alternatives per token asked for.
+    Refuses (400) prompt logprobs, and logprobs from an engine without them."""
+    wanted = _each(body.return_logprob, count, "return_logprob")
+    tops = _each(body.top_logprobs_num, count, "top_logprobs_num")
+    starts = _each(body.logprob_start_len, count, "logprob_start_len")
+    if not any(wanted):
+        return [None] * count
+    if any(start is not None and start >= 0 for start in starts):
+        raise PromptError(
+            "logprob_start_len: prompt logprobs are not supported by this server; send -1 "
+            "(output tokens only)",
+            "logprob_start_len",
+        )
+    generation.check_logprobs("return_logprob")
+    return [(top or 0) if asked else None for asked, top in zip(wanted, tops, strict=True)]
+
+
+def _with_logprobs(
+    meta: dict[str, Any],
+    logprobs: Sequence[TokenLogprob],
+    ask: int | None,
+    body: GenerateBody,
+    generation: Generation,
+) -> dict[str, Any]:
+    if ask is None:
+        return meta
+    decode = generation.token_text
+    return {
+        **meta,
+        **sglang_shape(logprobs, decode, with_text=body.return_text_in_logprobs, top=ask),
+    }
 
 
 def _is_batch(source: Any) -> bool:
@@ -147,44 +191,57 @@ async def generate(
         tokens += len(prompt.ids) + sampling.max_new_tokens
     caps.check_tokens(tokens * n, len(prompts) * n)
     batched = _is_batch(source) or n > 1
+    asks = logprob_asks(body, len(prompts), generation) * n
     prompts, wire = list(prompts) * n, wire * n
     # Refuse (503) before any byte of a stream is sent; paused requests wait here.
     await unless_disconnected(request, generation.link.wait_admission())
     if body.stream:
-        return sse_response(_stream(generation, prompts, wire, rids, batched))
+        return sse_response(_stream(generation, body, (prompts, wire, rids, asks), batched))
     work = run_all(
         [
-            generation.generate_text(prompt, sampling, rid)
-            for prompt, sampling, rid in zip(prompts, wire, rids, strict=True)
+            generation.generate_text(prompt, sampling, rid, logprobs=ask)
+            for prompt, sampling, rid, ask in zip(prompts, wire, rids, asks, strict=True)
         ]
     )
     finished = await unless_disconnected(request, work)
     results = [
-        {"text": result.text, "meta_info": _meta(result.rid, result, result.latency_s)}
-        for result in finished
+        {
+            "text": result.text,
+            "meta_info": _with_logprobs(
+                _meta(result.rid, result, result.latency_s), result.logprobs, ask, body, generation
+            ),
+        }
+        for result, ask in zip(finished, asks, strict=True)
     ]
     return results if batched else results[0]
 
 
 async def _stream(
     generation: Generation,
-    prompts: Sequence[Prompt],
-    params: Sequence[SamplingParams],
-    rids: Sequence[str],
+    body: GenerateBody,
+    requests: tuple[
+        Sequence[Prompt], Sequence[SamplingParams], Sequence[str], Sequence[int | None]
+    ],
     batched: bool,
 ) -> AsyncGenerator[bytes, None]:
+    prompts, params, rids, asks = requests
     texts = [""] * len(prompts)
+    logprobs: list[list[TokenLogprob]] = [[] for _ in prompts]
     streams = [
-        generation.stream_text(prompt, sampling, rid)
-        for prompt, sampling, rid in zip(prompts, params, rids, strict=True)
+        generation.stream_text(prompt, sampling, rid, logprobs=ask)
+        for prompt, sampling, rid, ask in zip(prompts, params, rids, asks, strict=True)
     ]
     try:
         async with contextlib.aclosing(merge_streams(streams)) as chunks:
             async for index, chunk in chunks:
                 texts[index] += chunk.text
+                logprobs[index] += chunk.logprobs
+                meta = _meta(rids[index], chunk)
                 payload: dict[str, Any] = {
                     "text": texts[index],
-                    "meta_info": _meta(rids[index], chunk),
+                    "meta_info": _with_logprobs(
+                        meta, logprobs[index], asks[index], body, generation
+                    ),
                 }
                 if batched:
                     payload["index"] = index

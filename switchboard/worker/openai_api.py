@@ -33,6 +33,7 @@ from switchboard.worker.generation import (
     RequestAborted,
 )
 from switchboard.worker.json_body import JsonBodyRoute
+from switchboard.worker.logprobs import TokenLogprob, completion_shape
 from switchboard.worker.schemas import CompletionBody, EmbeddingBody
 from switchboard.worker.settings import WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
@@ -138,6 +139,8 @@ async def create_completion(
     prompts = await generation.read_prompts(body.prompt)
     params = _sampling(body)
     caps.check_stop(params.stop, params.stop_token_ids, at="")
+    if body.logprobs is not None:
+        generation.check_logprobs("logprobs")
     for prompt in prompts:
         generation.check_length(prompt, params.max_new_tokens, param="prompt")
     tokens = sum(len(prompt.ids) + params.max_new_tokens for prompt in prompts) * body.n
@@ -163,7 +166,7 @@ async def create_completion(
         return sse_response(events)
     work = run_all(
         [
-            generation.generate_text(prompt, params, rid)
+            generation.generate_text(prompt, params, rid, logprobs=body.logprobs)
             for prompt, rid in zip(choices, rids, strict=True)
         ]
     )
@@ -177,7 +180,7 @@ async def create_completion(
             {
                 "index": index,
                 "text": _echo(body, prompt) + result.text,
-                "logprobs": None,
+                "logprobs": _logprobs(body, generation, result.logprobs, len(_echo(body, prompt))),
                 "finish_reason": finish_reason(result.finish_reason),
                 "matched_stop": (result.finish_reason or {}).get("matched"),
             }
@@ -188,6 +191,16 @@ async def create_completion(
             sum(result.completion_tokens for result in results),
         ),
     }
+
+
+def _logprobs(
+    body: CompletionBody, generation: Generation, tokens: list[TokenLogprob], offset: int
+) -> dict[str, Any] | None:
+    """A choice's ``logprobs``, None unless asked for (``offset``: where the generated
+    text starts in the choice's, after an echoed prompt)."""
+    if body.logprobs is None:
+        return None
+    return completion_shape(tokens, generation.token_text, top=body.logprobs, offset=offset)
 
 
 def _echo(body: CompletionBody, prompt: Prompt) -> str:
@@ -210,23 +223,24 @@ async def _stream(
     model = generation.settings.model_name
     completion_tokens = [0] * len(choices)
 
-    def chunk(index: int, text: str, reason: str | None) -> bytes:
+    def chunk(index: int, text: str, reason: str | None, logprobs: Any) -> bytes:
+        choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
         return event(
             {
                 "id": completion_id,
                 "object": "text_completion",
                 "created": created,
                 "model": model,
-                "choices": [
-                    {"index": index, "text": text, "logprobs": None, "finish_reason": reason}
-                ],
+                "choices": [choice],
             }
         )
 
     streams = [
-        generation.stream_text(prompt, params, rid)
+        generation.stream_text(prompt, params, rid, logprobs=body.logprobs)
         for prompt, rid in zip(choices, rids, strict=True)
     ]
+    #: Characters of each choice's text sent so far: where its next token's offset starts.
+    sent = [0] * len(choices)
     echoed = [False] * len(choices)
     try:
         async with contextlib.aclosing(merge_streams(streams)) as parts:
@@ -236,7 +250,9 @@ async def _stream(
                     echoed[index] = True
                     prefix = _echo(body, choices[index])
                 completion_tokens[index] = part.completion_tokens
-                yield chunk(index, prefix + part.text, finish_reason(part.finish_reason))
+                shown = _logprobs(body, generation, part.logprobs, sent[index] + len(prefix))
+                sent[index] += len(prefix) + len(part.text)
+                yield chunk(index, prefix + part.text, finish_reason(part.finish_reason), shown)
     except Exception as error:  # headers are sent: report in the stream, then end it
         yield event(stream_error(error))
     if include_usage:

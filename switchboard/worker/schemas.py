@@ -11,7 +11,7 @@ its description, one of:
   (penalties and ``min_p``: the llama.cpp engine does; the simulated engine does not);
 * **accepted and ignored**: hints for a router or a scheduler (``priority``,
   ``routed_dp_rank``…), metadata (``conversation_id``, ``custom_labels``…), and details
-  of output this stack never returns (``top_logprobs_num`` without ``return_logprob``);
+  of output this stack never returns (prompt logprobs' layout);
 * **not supported**: fields whose meaning this stack cannot honour (logprobs, images,
   LoRA adapters, constrained decoding): accepted at their default only.
 
@@ -44,6 +44,7 @@ from switchboard.worker.body_base import (
     Seed,
     TokenIds,
 )
+from switchboard.worker.logprobs import MAX_TOP_LOGPROBS
 
 __all__ = [
     "CompletionBody",
@@ -131,8 +132,10 @@ class _NativeBody(Body):
 RoutingHint = Annotated[
     int | None, Field(description="accepted and ignored: the router places every request")
 ]
-#: A detail of logprobs, which ``return_logprob`` (refused) would return.
-LogprobDetail = Field(description="accepted and ignored: no logprobs are returned")
+#: A detail of prompt logprobs, which are not returned.
+LogprobDetail = Field(description="accepted and ignored: prompt logprobs are not returned")
+#: With an engine that lists the logprobs feature (the llama.cpp engine); else a 400.
+WithLogprobs = "honoured: with an engine that produces logprobs (the llama.cpp engine)"
 #: A field of multimodal input, meaningless without the media (which are refused).
 MediaDetail = Field(description="accepted and ignored: this stack serves text")
 Disaggregation = NotSupported("prefill-decode disaggregation")
@@ -156,12 +159,22 @@ class GenerateBody(_NativeBody):
 
     sampling_params: SamplingParamsInput = Field(default_factory=NativeSamplingParams)
     stream: bool = False
-    return_logprob: Annotated[bool | list[bool], NotSupported("logprobs")] = False
-    logprob_start_len: Annotated[int | list[int] | None, LogprobDetail] = None
-    top_logprobs_num: Annotated[int | list[int] | None, LogprobDetail] = None
-    token_ids_logprob: Annotated[TokenIds | list[TokenIds] | None, LogprobDetail] = None
-    return_text_in_logprobs: Annotated[bool, LogprobDetail] = False
-    return_sampling_mask: Annotated[bool | list[bool] | None, LogprobDetail] = None
+    return_logprob: Annotated[bool | list[bool], Field(description=WithLogprobs)] = False
+    logprob_start_len: Annotated[
+        int | list[int] | None,
+        Field(description="honoured: only -1, output logprobs; prompt logprobs are refused"),
+    ] = None
+    top_logprobs_num: Annotated[
+        Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)]
+        | list[Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)]]
+        | None,
+        Field(description="honoured: alternatives per token, at most 20"),
+    ] = None
+    token_ids_logprob: Annotated[
+        TokenIds | list[TokenIds] | None, NotSupported("logprobs of given token ids")
+    ] = None
+    return_text_in_logprobs: Annotated[bool, Field(description="honoured")] = False
+    return_sampling_mask: Annotated[bool | list[bool] | None, NotSupported("sampling masks")] = None
     return_flat_raw_top_logprobs: Annotated[bool, LogprobDetail] = False
     return_flat_raw_top_logprobs_b64: Annotated[bool, LogprobDetail] = False
     input_embeds: Annotated[list[Any] | None, NotSupported("input embeddings")] = None
@@ -300,7 +313,10 @@ class CompletionBody(Body):
     stop: str | list[str] | None = None
     stop_token_ids: TokenIds | None = None
     echo: bool = False
-    logprobs: Annotated[int, Field(ge=0), NotSupported("logprobs other than 0")] = 0
+    logprobs: Annotated[
+        int | None,
+        Field(ge=0, le=MAX_TOP_LOGPROBS, description=WithLogprobs + "; alternatives per token"),
+    ] = None
     seed: Seed | None = None
     user: Annotated[str | None, Field(description="accepted and ignored")] = None
     ignore_eos: bool = False

@@ -165,6 +165,48 @@ class TestLimits:
         assert models[0]["max_model_len"] == 1024
 
 
+class TestLogprobs:
+    """The engine lists the logprobs feature, so the workers serve them."""
+
+    def test_generate_returns_each_tokens_logprob_and_alternatives(
+        self, stack: Supervisor, reference: GreedyReference
+    ) -> None:
+        """Greedy /generate with return_logprob and top_logprobs_num 3: one entry per
+        token, the ids llama.cpp generates alone, each chosen logprob the best of its
+        alternatives (greedy), alternatives best first, texts the tokens' own."""
+        prompt = ID_PROMPTS[3]
+        body = {**greedy_body(prompt, 12), "return_logprob": True, "top_logprobs_num": 3}
+        body["return_text_in_logprobs"] = True
+        answer = httpx.post(f"{stack.url}/generate", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        meta = answer.json()["meta_info"]
+        chosen, tops = meta["output_token_logprobs"], meta["output_top_logprobs"]
+        assert [entry[1] for entry in chosen] == reference.tokens(prompt, 12)
+        tokenizer = load_tokenizer(tiny_model())
+        for (value, token_id, text), alternatives in zip(chosen, tops, strict=True):
+            assert value <= 0 and text == tokenizer.decode([token_id], skip_special_tokens=False)
+            assert len(alternatives) == 3 and alternatives[0][1] == token_id
+            assert alternatives[0][0] == pytest.approx(value)
+            values = [entry[0] for entry in alternatives]
+            assert values == sorted(values, reverse=True)
+
+    def test_completions_logprobs_through_the_sdk(self, stack: Supervisor) -> None:
+        """OpenAI's legacy logprobs, validated by the SDK's own Completion type."""
+        from openai.types import Completion
+
+        model = tiny_model().name.removesuffix(".gguf")
+        body = {"model": model, "prompt": "Hello world", "max_tokens": 6, "temperature": 0}
+        body["logprobs"] = 2
+        answer = httpx.post(f"{stack.url}/v1/completions", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        completion = Completion.model_validate(answer.json())
+        [choice] = completion.choices
+        assert choice.logprobs is not None and choice.logprobs.tokens is not None
+        assert len(choice.logprobs.tokens) == 6
+        assert choice.logprobs.top_logprobs is not None
+        assert all(len(top) <= 2 for top in choice.logprobs.top_logprobs)
+
+
 class TestRefusals:
     def test_a_missing_or_foreign_model_is_one_line(self, tmp_path: Path) -> None:
         """up refuses a model that does not exist or is not GGUF, naming the file."""

@@ -51,6 +51,10 @@ NO_EMBEDDINGS = "the llama-cpp engine serves generation only, not embeddings"
 RATE_WINDOW_S = 2.0
 
 
+#: What this engine tells the workers it honours (``LoadSnapshot.features``).
+FEATURES = ("logprobs",)
+
+
 class LlamaScheduler(QueueingScheduler):
     """Waiting queue, KV sequences and pause state of the llama.cpp engine."""
 
@@ -223,6 +227,7 @@ class LlamaScheduler(QueueingScheduler):
             kv_cells_total=cells,
             tokens_per_s=round(self.tokens_per_s(time.monotonic()), 1),
             context_length=cells,
+            features=list(FEATURES),
         )
 
     def close(self) -> None:

@@ -200,3 +200,36 @@ class TestBodyLimit:
         assert answer.status_code == 400
         assert answer.json()["error"]["param"] == "stream"
         assert rejected(worker, "body_too_large") == 0
+
+
+class TestLogprobsNeedTheEngine:
+    """Logprobs asked of an engine that does not list the feature (here: none has
+    reported yet) are a 400 naming the field, never an answer without them."""
+
+    @pytest.mark.parametrize(
+        ("path", "body", "param"),
+        [
+            ("/generate", {"text": "hi", "return_logprob": True}, "return_logprob"),
+            ("/v1/completions", {"model": MODEL, "prompt": "hi", "logprobs": 0}, "logprobs"),
+            (
+                "/v1/chat/completions",
+                {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "logprobs": True},
+                "logprobs",
+            ),
+        ],
+    )
+    def test_refused_naming_the_field(
+        self, client: httpx.Client, path: str, body: dict[str, Any], param: str
+    ) -> None:
+        answer = client.post(path, json=body)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == param
+        assert "does not produce logprobs" in error["message"]
+
+    def test_prompt_logprobs_are_refused(self, client: httpx.Client) -> None:
+        """SGLang's prompt logprobs (logprob_start_len >= 0) are not served."""
+        body = {"text": "hi", "return_logprob": True, "logprob_start_len": 0}
+        answer = client.post("/generate", json=body)
+        assert answer.status_code == 400
+        assert answer.json()["error"]["param"] == "logprob_start_len"

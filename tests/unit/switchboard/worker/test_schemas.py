@@ -353,7 +353,7 @@ class TestNotSupported:
     @pytest.mark.parametrize(
         ("model", "body", "where", "what"),
         [
-            (GenerateBody, {"text": "a", "return_logprob": True}, "return_logprob", "logprobs"),
+            (GenerateBody, {"text": "a", "token_ids_logprob": [1]}, "token_ids_logprob", "ids"),
             (GenerateBody, {"text": "a", "image_data": "x.png"}, "image_data", "images"),
             (GenerateBody, {"text": "a", "lora_path": ["x", None]}, "lora_path", "LoRA"),
             (GenerateBody, {"text": "a", "bootstrap_room": 7}, "bootstrap_room", "prefill"),
@@ -368,7 +368,6 @@ class TestNotSupported:
                 "logit_bias",
             ),
             (NativeSamplingParams, {"regex": "a+"}, "regex", "constrained decoding"),
-            (CompletionBody, {"model": "m", "prompt": "a", "logprobs": 1}, "logprobs", "logprobs"),
             (CompletionBody, {"model": "m", "prompt": "a", "suffix": "z"}, "suffix", "suffix"),
             (CompletionBody, {"model": "m", "prompt": "a", "best_of": 3}, "best_of", "best_of"),
             (EmbeddingBody, {"model": "m", "input": "a", "dimensions": 8}, "dimensions", "size"),
