@@ -21,6 +21,7 @@ from typing import Final
 import gguf
 import numpy as np
 
+from switchboard.models.chat_templates import with_chat_template
 from switchboard.models.spec import ModelSpec
 from switchboard.models.vocab import VocabSource, Vocabulary
 from switchboard.models.weights import tensor_plan, tensor_values
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the weights or metadata written for a given spec change.
-BUILDER_VERSION: Final = 2
+BUILDER_VERSION: Final = 3
 
 #: The general.file_type of a model whose every tensor is f32 (llama.cpp's LLAMA_FTYPE_ALL_F32).
 _ALL_F32: Final = 0
@@ -84,7 +85,7 @@ def _add_metadata(writer: gguf.GGUFWriter, spec: ModelSpec, vocab: Vocabulary, n
     # Provenance: llama.cpp ignores keys it does not know.
     writer.add_string("switchboard.model_spec", json.dumps(spec.as_record(), sort_keys=True))
     writer.add_uint32("switchboard.builder_version", BUILDER_VERSION)
-    for entry in vocab.entries:
+    for entry in with_chat_template(vocab).entries:
         writer.add_key_value(entry.key, entry.value, entry.type, entry.sub_type)
 
 
