@@ -16,6 +16,8 @@ class TestExports:
         "name",
         [
             "switchboard.text",
+            "switchboard.text.chat_template",
+            "switchboard.text.chat_template_source",
             "switchboard.text.codec",
             "switchboard.text.default_tokenizer",
             "switchboard.text.gguf_file",
@@ -23,6 +25,8 @@ class TestExports:
             "switchboard.text.incremental",
             "switchboard.text.llama_runtime",
             "switchboard.text.stop",
+            "switchboard.text.template_bounds",
+            "switchboard.text.template_sandbox",
             "switchboard.text.tokenizer",
         ],
     )
