@@ -32,7 +32,8 @@ def _is_error_body(body: Any, status: int) -> bool:
         isinstance(error, dict)
         and isinstance(error.get("message"), str)
         and bool(error["message"])
-        and error.get("code") in (status, "model_not_found")
+        # OpenAI's string codes where it has one, else the status.
+        and error.get("code") in (status, "model_not_found", "context_length_exceeded")
     )
 
 
