@@ -40,34 +40,12 @@ from switchboard.worker.generation import (
 )
 from switchboard.worker.json_body import JsonBodyRoute
 from switchboard.worker.logprobs import TokenLogprob, chat_shape
-from switchboard.worker.openai_api import check_model, finish_reason, usage
+from switchboard.worker.openai_api import check_model, finish_reason, sampling, usage
 from switchboard.worker.sse import DONE, event, sse_response
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=JsonBodyRoute)
-
-
-def _sampling(body: ChatBody, max_new_tokens: int) -> SamplingParams:
-    stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
-    return SamplingParams(
-        max_new_tokens=max_new_tokens,
-        min_new_tokens=body.min_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
-        top_k=body.top_k,
-        min_p=body.min_p,
-        frequency_penalty=body.frequency_penalty,
-        presence_penalty=body.presence_penalty,
-        repetition_penalty=body.repetition_penalty,
-        stop=stop,
-        stop_token_ids=list(body.stop_token_ids or []),
-        ignore_eos=body.ignore_eos,
-        skip_special_tokens=body.skip_special_tokens,
-        spaces_between_special_tokens=body.spaces_between_special_tokens,
-        no_stop_trim=body.no_stop_trim,
-        seed=body.seed,
-    )
 
 
 def _prompt(template: Renderer, encoder: ChatEncoder, body: ChatBody) -> Prompt:
@@ -135,7 +113,7 @@ async def create_chat_completion(
         raise PromptError("top_logprobs needs logprobs: true", "top_logprobs")
     asked = (body.top_logprobs or 0) if body.logprobs else None
     prompt = await chat_prompt(request, body, generation)
-    params = _sampling(body, _max_new_tokens(body, prompt, generation))
+    params = sampling(body, _max_new_tokens(body, prompt, generation))
     caps.check_stop(params.stop, params.stop_token_ids, at="")
     caps.check_tokens((len(prompt.ids) + params.max_new_tokens) * body.n, body.n)
     rids = [generation.new_rid() for _ in range(body.n)]

@@ -23,6 +23,7 @@ from fastapi import APIRouter, Request
 from router_core.wire.finish import FinishReason
 from router_core.wire.requests import SamplingParams
 from switchboard.worker.caps import prompt_count
+from switchboard.worker.chat_schemas import ChatBody
 from switchboard.worker.concurrently import merge_streams, run_all
 from switchboard.worker.deps import GenerationDep, SettingsDep
 from switchboard.worker.disconnect import unless_disconnected
@@ -38,7 +39,7 @@ from switchboard.worker.schemas import CompletionBody, EmbeddingBody
 from switchboard.worker.settings import WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
 
-__all__ = ["MODEL_ALIASES", "check_model", "finish_reason", "router", "usage"]
+__all__ = ["MODEL_ALIASES", "check_model", "finish_reason", "router", "sampling", "usage"]
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=JsonBodyRoute)
 
@@ -69,10 +70,12 @@ def check_model(model: str, settings: WorkerSettings) -> None:
         )
 
 
-def _sampling(body: CompletionBody) -> SamplingParams:
+def sampling(body: CompletionBody | ChatBody, max_new_tokens: int) -> SamplingParams:
+    """The wire ``SamplingParams`` of an OpenAI body (completion or chat: they share
+    their sampling fields, SGLang's extensions included)."""
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
     return SamplingParams(
-        max_new_tokens=body.max_tokens or 16,
+        max_new_tokens=max_new_tokens,
         min_new_tokens=body.min_tokens,
         temperature=1.0 if body.temperature is None else body.temperature,
         top_p=1.0 if body.top_p is None else body.top_p,
@@ -137,7 +140,7 @@ async def create_completion(
     caps.check_n(body.n)
     caps.check_generations(prompt_count(body.prompt), param="prompt", n=body.n)
     prompts = await generation.read_prompts(body.prompt)
-    params = _sampling(body)
+    params = sampling(body, body.max_tokens or 16)
     caps.check_stop(params.stop, params.stop_token_ids, at="")
     if body.logprobs is not None:
         generation.check_logprobs("logprobs")
