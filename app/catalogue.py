@@ -20,11 +20,13 @@ from typing import Final, Literal
 from urllib.parse import quote
 
 __all__ = [
+    "ABORT_ALL",
     "COMMANDS",
     "DEFAULT_BARRIER_TIMEOUT_S",
     "DEFAULT_PAUSE_MODE",
     "MODE",
     "PAUSE_MODES",
+    "RID",
     "TIMEOUT",
     "WORKER_ID",
     "Argument",
@@ -68,7 +70,7 @@ class Argument:
     place: Place
     summary: str
     choices: tuple[str, ...] = ()
-    default: str | float | None = None
+    default: str | bool | float | None = None
     cli_flag: str | None = None
     cli_aliases: tuple[str, ...] = ()
     metavar: str | None = None
@@ -147,6 +149,15 @@ TIMEOUT = Argument(
     metavar="S",
 )
 WORKER_ID = Argument("worker_id", "path", "the worker's id", metavar="ID")
+RID = Argument(
+    "rid",
+    "body",
+    "the request id to abort, as the client gave it (each sample of n > 1 has its own, <rid>_<i>)",
+    default="",
+)
+ABORT_ALL = Argument(
+    "abort_all", "body", "abort every request in the engine (rid is ignored)", default=False
+)
 
 #: Worker states a drain applies in, and those an undrain applies in.
 _DRAINABLE: Final = ("starting", "serving", "paused")
@@ -234,6 +245,16 @@ COMMANDS: Final[tuple[Command, ...]] = (
         audited=True,
         cli=CliCommand("undrain", "let a draining or drained worker admit requests again"),
         console=ConsoleAction("worker", "Undrain", _UNDRAINABLE),
+    ),
+    Command(
+        "abort",
+        "POST",
+        "/api/abort",
+        "operator",
+        "abort one request in the engine by its id, or every request",
+        aliases=("/abort_request",),
+        arguments=(RID, ABORT_ALL),
+        audited=True,
     ),
     Command(
         "load",

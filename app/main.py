@@ -172,6 +172,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
         routers.worker_stats,
         routers.status,
         routers.pause,
+        routers.abort,
         routers.load,
         routers.gc,
         routers.events,

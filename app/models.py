@@ -10,9 +10,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.catalogue import DEFAULT_BARRIER_TIMEOUT_S, DEFAULT_PAUSE_MODE
-from router_core.limits import MAX_BARRIER_TIMEOUT_S
+from router_core.limits import MAX_BARRIER_TIMEOUT_S, MAX_RID_CHARS
 
 __all__ = [
+    "AbortRequest",
+    "AbortResult",
     "ApiError",
     "CommandArgument",
     "CommandConsole",
@@ -35,6 +37,7 @@ __all__ = [
     "PauseRequest",
     "Readiness",
     "RouterInfo",
+    "SglangContinueRequest",
     "SglangPauseRequest",
     "Snapshot",
     "Status",
@@ -215,6 +218,36 @@ class SglangPauseRequest(BaseModel):
     timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
 
 
+class AbortRequest(BaseModel):
+    """``POST /api/abort`` and ``POST /abort_request`` (SGLang's ``AbortReq``; its other
+    fields are ignored): ``rid``, or ``abort_all``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    rid: str = Field(default="", max_length=MAX_RID_CHARS)
+    abort_all: bool = Field(default=False, strict=True)
+
+
+class AbortResult(_Model):
+    """``POST /api/abort``: what was aborted, and for which workers the engine was told."""
+
+    rid: str = Field(description="the request aborted (empty with abort_all)")
+    abort_all: bool
+    sent_for: list[str] = Field(
+        description="the registered workers the engine was told to abort it for: the "
+        "router does not know which one owns a request id, so it tells the engine for each"
+    )
+
+
+class SglangContinueRequest(BaseModel):
+    """``POST /continue_generation`` (SGLang's ``ContinueGenerationReqInput``, which
+    names no field of its own: what it sends is ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
+
+
 class FreezeGcResult(_Model):
     """``POST /api/freeze_gc``: who froze, and who was asked to."""
 
@@ -273,7 +306,9 @@ class CommandArgument(_Model):
     place: Literal["body", "path"]
     summary: str
     choices: list[str] = Field(description="the values it may take (empty: any)")
-    default: str | float | None = Field(description="what the API assumes when it is left out")
+    default: str | bool | float | None = Field(
+        description="what the API assumes when it is left out"
+    )
 
 
 class CommandConsole(_Model):

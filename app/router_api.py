@@ -17,11 +17,20 @@ from typing import TypeVar
 import msgspec
 
 from app.errors import from_control_error
-from app.models import FreezeGcResult, Load, Operation, PauseMode, Status, Worker
+from app.models import AbortResult, FreezeGcResult, Load, Operation, PauseMode, Status, Worker
 from app.task_groups import both
-from app.views import freeze_gc_of, load_of, operation_of, status_of, worker_of, workers_of
+from app.views import (
+    abort_of,
+    freeze_gc_of,
+    load_of,
+    operation_of,
+    status_of,
+    worker_of,
+    workers_of,
+)
 from router_core.control import AsyncControlClient, ControlCommand, ControlError
 from router_core.control.commands import (
+    ABORT,
     CONTINUE,
     DRAIN,
     FREEZE_GC,
@@ -31,6 +40,7 @@ from router_core.control.commands import (
     PAUSE,
     STATUS,
     UNDRAIN,
+    AbortArgs,
     ContinueArgs,
     ListWorkersArgs,
     PauseArgs,
@@ -98,6 +108,10 @@ class RouterApi:
     async def drain(self, worker_id: str, *, drain: bool, by: str = "") -> Worker:
         command = DRAIN if drain else UNDRAIN
         return worker_of(await self.call(command, WorkerArgs(worker_id=worker_id), by=by))
+
+    async def abort(self, rid: str, *, abort_all: bool, by: str = "") -> AbortResult:
+        """Abort ``rid`` (or everything, with ``abort_all``) in the engine; 400 for neither."""
+        return abort_of(await self.call(ABORT, AbortArgs(rid=rid, abort_all=abort_all), by=by))
 
     async def freeze_gc(self, *, by: str = "") -> FreezeGcResult:
         return freeze_gc_of(await self.call(FREEZE_GC, by=by))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "API_KEY_TOKEN_NAME",
     "GENERATED_TOKEN_NAME",
     "MIN_REMOTE_TOKEN_CHARS",
     "NamedToken",
@@ -20,6 +21,7 @@ __all__ = [
     "Role",
     "TokenError",
     "TokenTable",
+    "api_key_token",
     "check_exposed_tokens",
     "format_tokens",
     "generate_token",
@@ -31,6 +33,10 @@ Role = Literal["viewer", "operator"]
 
 #: The name of the operator token generated when none is configured.
 GENERATED_TOKEN_NAME = "console"  # noqa: S105 (a name, not a secret)
+
+#: The name of the operator token an API key becomes (``switchboard up --api-key``): what
+#: the audit log shows for a command sent with it.
+API_KEY_TOKEN_NAME = "api-key"  # noqa: S105 (a name, not a secret)
 
 #: The shortest token an admin app reachable beyond loopback accepts (a generated one
 #: has 64 characters). 24 characters of the allowed set are over 128 bits even as hex.
@@ -97,6 +103,17 @@ def parse_tokens(text: str | None, *, what: str = "tokens") -> tuple[NamedToken,
         names.add(name)
         found.append(NamedToken(name, token))
     return tuple(found)
+
+
+def api_key_token(key: str, *, what: str = "api_key") -> NamedToken:
+    """``key`` as the operator token :data:`API_KEY_TOKEN_NAME`; TokenError, naming
+    ``what`` and never the key, for characters a token may not hold."""
+    if not _TOKEN.match(key):
+        raise TokenError(
+            f"{what}: the key has characters outside letters, digits and _ . ~ + / = - "
+            "(or is longer than 512)"
+        )
+    return NamedToken(API_KEY_TOKEN_NAME, key)
 
 
 def short_tokens(

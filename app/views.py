@@ -15,6 +15,7 @@ from typing import Final, get_args
 
 from app.catalogue import Command
 from app.models import (
+    AbortResult,
     CommandArgument,
     CommandConsole,
     CommandInfo,
@@ -30,6 +31,7 @@ from app.models import (
     WorkerState,
 )
 from router_core.control.replies import (
+    AbortReply,
     FreezeGcReply,
     LoadReply,
     OperationOutcome,
@@ -38,6 +40,7 @@ from router_core.control.replies import (
 )
 
 __all__ = [
+    "abort_of",
     "commands_of",
     "freeze_gc_of",
     "load_of",
@@ -158,6 +161,11 @@ def _by_state(counts: Mapping[str, int]) -> dict[str, int]:
     """``counts`` keyed in :data:`_STATES` order, a state it does not know last."""
     known = [state for state in _STATES if state in counts]
     return {state: counts[state] for state in [*known, *sorted(set(counts) - set(known))]}
+
+
+def abort_of(reply: AbortReply) -> AbortResult:
+    """The router's ``abort`` reply: the request, and the workers it was aborted for."""
+    return AbortResult(rid=reply.rid, abort_all=reply.abort_all, sent_for=list(reply.sent_for))
 
 
 def freeze_gc_of(reply: FreezeGcReply) -> FreezeGcResult:

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DEFAULT_BACKLOG", "DEFAULT_HWM", "MAX_BARRIER_TIMEOUT_S", "MAX_FRAME_BYTES"]
+__all__ = [
+    "DEFAULT_BACKLOG",
+    "DEFAULT_HWM",
+    "MAX_BARRIER_TIMEOUT_S",
+    "MAX_FRAME_BYTES",
+    "MAX_RID_CHARS",
+]
 
 #: High-water mark for every socket Switchboard creates: finite, so memory is bounded.
 DEFAULT_HWM: Final = 10_000
@@ -22,3 +28,6 @@ MAX_FRAME_BYTES: Final = 64 * 1024 * 1024
 #: seconds: the router's control socket, the admin API and the operator commands all
 #: accept ``0 < timeout_s <= MAX_BARRIER_TIMEOUT_S``.
 MAX_BARRIER_TIMEOUT_S: Final = 600.0
+#: The longest request id (``rid``) a worker accepts from a client, and so the longest an
+#: operator's abort may name.
+MAX_RID_CHARS: Final = 256

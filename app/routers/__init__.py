@@ -1,6 +1,7 @@
 """One router module per resource; :func:`app.main.create_app` includes them all."""
 
 from app.routers import (
+    abort,
     audit,
     commands,
     console,
@@ -17,6 +18,7 @@ from app.routers import (
 )
 
 __all__ = [
+    "abort",
     "audit",
     "commands",
     "console",

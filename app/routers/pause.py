@@ -24,6 +24,7 @@ from app.models import (
     OperationTimedOut,
     PauseMode,
     PauseRequest,
+    SglangContinueRequest,
     SglangPauseRequest,
 )
 from app.routers.binding import bind
@@ -123,8 +124,9 @@ async def pause_generation(
     responses=_RESPONSES,
 )
 async def continue_generation(
-    note: Note, control: Router, poller: Poller, body: ContinueRequest | None = None
+    note: Note, control: Router, poller: Poller, body: SglangContinueRequest | None = None
 ) -> Operation | JSONResponse:
-    """SGLang's name for ``POST /api/continue`` (an empty body is fine)."""
-    request = body or ContinueRequest()
+    """SGLang's name for ``POST /api/continue`` (body optional; fields SGLang sends that
+    mean nothing here are ignored)."""
+    request = body or SglangContinueRequest()
     return await _barrier(note, control, poller, CONTINUE, mode=None, timeout_s=request.timeout_s)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final, Generic, TypeVar
 import msgspec
 
 from router_core.control.replies import (
+    AbortReply,
     DetokenizerRouterStatus,
     FreezeGcReply,
     LoadReply,
@@ -24,10 +25,11 @@ from router_core.control.replies import (
     TokenizerRouterMetrics,
     WorkerView,
 )
-from router_core.limits import MAX_BARRIER_TIMEOUT_S
+from router_core.limits import MAX_BARRIER_TIMEOUT_S, MAX_RID_CHARS
 from router_core.wire.control import PauseMode
 
 __all__ = [
+    "ABORT",
     "CONTINUE",
     "DEFERRED",
     "DETOKENIZER_ROUTER_COMMANDS",
@@ -43,6 +45,7 @@ __all__ = [
     "STATUS",
     "TOKENIZER_ROUTER_COMMANDS",
     "UNDRAIN",
+    "AbortArgs",
     "AuditedCall",
     "Command",
     "ContinueArgs",
@@ -83,6 +86,14 @@ class PauseArgs(msgspec.Struct, forbid_unknown_fields=True):
 
     mode: PauseMode = "abort"
     timeout_s: Timeout | None = None
+
+
+class AbortArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """``{"rid": str, "abort_all": bool}``: one request by its id, or with ``abort_all``
+    every request in the engine (``rid`` is then ignored)."""
+
+    rid: Annotated[str, msgspec.Meta(max_length=MAX_RID_CHARS)] = ""
+    abort_all: bool = False
 
 
 class ContinueArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -174,6 +185,9 @@ UNDRAIN: Final = ControlCommand[WorkerArgs, WorkerView](
 LOAD: Final = ControlCommand[NoArgs, LoadReply | None](
     "load", NoArgs, LoadReply | None, "the engine's latest load snapshot"
 )
+ABORT: Final = ControlCommand[AbortArgs, AbortReply](
+    "abort", AbortArgs, AbortReply, "abort one request, or all, in the engine", mutates=True
+)
 FREEZE_GC: Final = ControlCommand[NoArgs, FreezeGcReply](
     "freeze_gc", NoArgs, FreezeGcReply, "freeze GC in router, engine, detokenizers", mutates=True
 )
@@ -194,6 +208,7 @@ TOKENIZER_ROUTER_COMMANDS: Final[dict[str, ControlCommand[Any, Any]]] = {
         CONTINUE,
         DRAIN,
         UNDRAIN,
+        ABORT,
         LOAD,
         FREEZE_GC,
         STATUS,

@@ -16,6 +16,7 @@ import msgspec
 from router_core.wire.control import PauseMode
 
 __all__ = [
+    "AbortReply",
     "DetokenizerRouterStatus",
     "EngineMetrics",
     "FreezeGcReply",
@@ -147,6 +148,19 @@ class LoadReply(msgspec.Struct, kw_only=True):
     features: list[str] = msgspec.field(default_factory=list)
     #: Seconds since the router received the snapshot.
     age_s: float
+
+
+class AbortReply(msgspec.Struct, kw_only=True):
+    """``abort``: what was asked, and the workers on whose behalf the engine was told.
+
+    The router does not know which worker owns a request id, so the engine is sent one
+    abort per registered worker (``sent_for``, their ids); it aborts the request where
+    it has it and ignores the others. Nothing says whether ``rid`` was in flight.
+    """
+
+    rid: str
+    abort_all: bool
+    sent_for: list[str]
 
 
 class FreezeGcReply(msgspec.Struct, kw_only=True):

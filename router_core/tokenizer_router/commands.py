@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, Final
 from router_core.control import commands as spec
 from router_core.control.commands import DEFERRED, ControlCommand, ReplyTo
 from router_core.control.protocol import ControlError, ErrorCode
-from router_core.control.replies import FreezeGcReply
+from router_core.control.replies import AbortReply, FreezeGcReply
 from router_core.registry import WorkerRecord, WorkerState
 from router_core.tokenizer_router.effects import Effect, FreezeGarbageCollector, Instant, Send
 from router_core.traffic import BROADCAST
 from router_core.wire import Kind, frame_message
 from router_core.wire.control import ENGINE, DrainCommand, FreezeGC
+from router_core.wire.requests import AbortRequest
 
 if TYPE_CHECKING:
     from router_core.tokenizer_router.core import RouterCore
@@ -116,6 +117,35 @@ def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Inst
     return Handled(record.view(at.mono, at.wall, core.registry.unresponsive_after_s), effects)
 
 
+#: The ``reason`` of an abort an operator asked for: the finish reason's message.
+OPERATOR_ABORT: Final = "aborted by an operator"
+
+
+def abort(core: RouterCore, args: spec.AbortArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+    """Abort ``rid`` (or, with ``abort_all``, everything) in the engine, on behalf of every
+    registered worker: the router does not know which one owns a request id, and the
+    engine keys requests by (owner, rid), so it gets one ``ABORT`` per worker and finishes
+    the request where it has it (an abort row to its owner); BAD_ARGUMENTS for neither."""
+    if not args.abort_all and not args.rid:
+        raise ControlError(ErrorCode.BAD_ARGUMENTS, "abort: give a rid, or abort_all true")
+    rid = "" if args.abort_all else args.rid
+    payload = AbortRequest(rid=rid, abort_all=args.abort_all, reason=OPERATOR_ABORT)
+    records = core.registry.workers()
+    effects: list[Effect] = [
+        Send(
+            ENGINE,
+            frame_message(
+                Kind.ABORT, payload, rids=[rid] if rid else [], reply_to=[record.address]
+            ),
+        )
+        for record in records
+    ]
+    reply = AbortReply(
+        rid=rid, abort_all=args.abort_all, sent_for=[record.worker_id for record in records]
+    )
+    return Handled(reply, effects)
+
+
 def load(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """The engine's latest load snapshot and its age, or None before the first one."""
     return Handled(core.view.load(at))
@@ -147,6 +177,7 @@ COMMANDS: Final[Mapping[str, RouterCommand]] = {
         RouterCommand(spec.CONTINUE, continue_),
         RouterCommand(spec.DRAIN, drain),
         RouterCommand(spec.UNDRAIN, undrain),
+        RouterCommand(spec.ABORT, abort),
         RouterCommand(spec.LOAD, load),
         RouterCommand(spec.FREEZE_GC, freeze_gc),
         RouterCommand(spec.STATUS, status),

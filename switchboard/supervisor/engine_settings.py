@@ -8,7 +8,9 @@ SchedulerConfig`, :class:`~switchboard.engine.llama_cpp.config.LlamaConfig`); a 
 of the other backend given a value is refused, never ignored. With llama.cpp, the
 workers and detokenizers tokenize with the model's own tokenizer (its GGUF file), so a
 ``tokenizer`` setting is refused too. :func:`engine_flags` is what the supervisor hands
-the engine, :func:`served_tokenizer` what it hands the workers and detokenizers.
+the engine, :func:`served_tokenizer` what it hands the workers and detokenizers. A
+``chat_template`` file replaces the model's own chat template in every worker, with
+either engine.
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ class EngineSettings(BaseSettings):
         description="tokenizer.json, model directory or GGUF file (unset: the built-in "
         "tokenizer; with engine llama-cpp, always the model's own)",
     )
+    chat_template: Path | None = Field(
+        None,
+        description="a Jinja chat template file the workers render /v1/chat/completions "
+        "with (unset: the model's own, ChatML for the built-in tokenizer)",
+    )
     context_size: int = Field(
         LlamaConfig.context_size,
         ge=2,
@@ -92,7 +99,7 @@ class EngineSettings(BaseSettings):
 
     # Named apart from StackSettings' own ``_expand_home``: a subclass's validator of the
     # same name replaces this one, and ``~`` in a TOML or environment path stayed literal.
-    @field_validator("tokenizer", "model")
+    @field_validator("tokenizer", "model", "chat_template")
     @classmethod
     def _expand_engine_paths(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser()

@@ -108,6 +108,8 @@ def stack_layout(
     common += ("--log-level", settings.log_level)
     served = served_tokenizer(settings)
     tokenizer = ("--tokenizer", str(served)) if served else ()
+    template = settings.chat_template
+    chat_template = ("--chat-template", str(template)) if template else ()
     router = RouterEndpoints.in_run_dir(run_dir)
     detok = DetokenizerRouterEndpoints.in_run_dir(run_dir, settings.detokenizers)
     count = str(settings.detokenizers)
@@ -182,9 +184,11 @@ def stack_layout(
             *("--idle-timeout-s", repr(settings.idle_timeout_s)),
             *("--pause-wait-s", repr(settings.pause_wait_s)),
             *("--upstream-grace-s", repr(settings.upstream_grace_s)),
+            *("--admin-url", admin_url(settings)),
             *http_limit_flags(settings, admin=False),
             *request_cap_flags(settings),
             *tokenizer,
+            *chat_template,
             *remote,
         )
         specs.append(

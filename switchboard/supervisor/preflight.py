@@ -15,12 +15,14 @@ from pathlib import Path
 from router_core.audit import FILE_MODE as AUDIT_FILE_MODE
 from router_core.endpoints import RouterEndpoints
 from router_core.run_dir import RunDirError, check_private
+from switchboard.supervisor.engine_settings import served_tokenizer
 from switchboard.supervisor.rundir import MAX_IPC_PATH, socket_in_use
 from switchboard.supervisor.settings import SettingsError, StackSettings
 from switchboard.text import TextCodec, TokenizerLoadError, load_tokenizer
 
 __all__ = [
     "check_audit_log",
+    "check_chat_template",
     "check_port_free",
     "check_run_dir",
     "check_tokenizer",
@@ -99,6 +101,22 @@ def check_run_dir(path: Path | None, *, where: str = "") -> None:
         raise SettingsError(f"{where}: another stack is running there")
 
 
+def check_chat_template(
+    tokenizer: TextCodec, tokenizer_path: Path | None, override: Path | None, *, where: str = ""
+) -> None:
+    """SettingsError unless the workers' chat template loads as they will load it: the
+    ``override`` file (``where`` names its setting, default ``chat_template PATH``), else
+    the model's own (a model without one is fine: its chat requests are refused)."""
+    from switchboard.text.chat_template_source import ChatTemplateLoadError, load_chat_template
+
+    try:
+        load_chat_template(tokenizer, tokenizer_path, override)
+    except ChatTemplateLoadError as exc:
+        if override is not None:
+            raise SettingsError(f"{where or f'chat_template {exc.source}'}: {exc.reason}") from exc
+        raise SettingsError(f"{exc} (set chat_template to use another)") from exc
+
+
 def check_audit_log(path: Path | None, *, where: str = "") -> None:
     """SettingsError unless the admin app's audit file can be opened for appending (it
     is created, mode 0600, as the admin app would); ``where`` names the setting."""
@@ -129,5 +147,11 @@ def preflight(settings: StackSettings) -> TextCodec:
         tokenizer = check_tokenizer(settings.model, where=settings.origin("model"))
     else:
         tokenizer = check_tokenizer(settings.tokenizer, where=settings.origin("tokenizer"))
+    check_chat_template(
+        tokenizer,
+        served_tokenizer(settings),
+        settings.chat_template,
+        where=settings.origin("chat_template"),
+    )
     check_audit_log(settings.admin_audit_log, where=settings.origin("admin_audit_log"))
     return tokenizer

@@ -38,7 +38,15 @@ from pydantic_settings import (
 )
 
 from app.settings import AdminSettings
-from app.tokens import TokenTable, check_exposed_tokens, parse_tokens
+from app.tokens import (
+    API_KEY_TOKEN_NAME,
+    TokenError,
+    TokenTable,
+    api_key_token,
+    check_exposed_tokens,
+    parse_tokens,
+    short_tokens,
+)
 from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_via
 from router_core.worker_link.settings import WorkerLinkSettings
 from switchboard.supervisor.engine_settings import EngineSettings
@@ -139,6 +147,13 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
     admin_viewer_tokens: SecretStr | None = Field(
         None, description="admin tokens for reads only, name:token,..."
     )
+    api_key: SecretStr | None = Field(
+        None,
+        description="a key SGLang tooling sends as Authorization: Bearer to the workers' "
+        "/pause_generation, /continue_generation and /abort_request (SGLang's --api-key): "
+        "one more operator token of the admin app, named api-key in its audit (the "
+        "generation endpoints stay open)",
+    )
     admin_audit_log: Path | None = Field(
         None,
         description="the admin app also writes every audit record to this file, one JSON "
@@ -229,6 +244,13 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
             parse_tokens(value.get_secret_value(), what=str(info.field_name))
         return value
 
+    @field_validator("api_key")
+    @classmethod
+    def _usable_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            api_key_token(value.get_secret_value())
+        return value
+
     @field_validator("otlp_endpoint")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -267,9 +289,11 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
                 "tokens: set admin_operator_tokens (SWITCHBOARD_ADMIN_OPERATOR_TOKENS)"
             )
         if self.allow_remote or not is_loopback_host(self.host):
+            # The first short operator token is the one named: say where it was set.
+            key_first = short_tokens(tokens.operators)[:1] == (API_KEY_TOKEN_NAME,)
             check_exposed_tokens(
                 tokens,
-                operators_setting="admin_operator_tokens",
+                operators_setting="api_key" if key_first else "admin_operator_tokens",
                 viewers_setting="admin_viewer_tokens",
                 why=f"listens on {self.host}"
                 if not is_loopback_host(self.host)
@@ -278,10 +302,20 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
         return self
 
     def admin_tokens(self) -> TokenTable:
-        """The configured admin tokens (possibly none); TokenError if they clash."""
+        """The configured admin tokens (possibly none), ``api_key`` among the operators'
+        as ``api-key``; TokenError if they clash."""
+        operators = parse_tokens(_reveal(self.admin_operator_tokens), what="admin_operator_tokens")
+        key = _reveal(self.api_key)
+        if key is not None:
+            named = api_key_token(key)
+            if any(item.name == named.name for item in operators):
+                raise TokenError(
+                    f"api_key: admin_operator_tokens already has a token named {named.name!r}, "
+                    "the name the API key takes; rename that one"
+                )
+            operators = (*operators, named)
         return TokenTable(
-            parse_tokens(_reveal(self.admin_operator_tokens), what="admin_operator_tokens"),
-            parse_tokens(_reveal(self.admin_viewer_tokens), what="admin_viewer_tokens"),
+            operators, parse_tokens(_reveal(self.admin_viewer_tokens), what="admin_viewer_tokens")
         )
 
     @classmethod

@@ -58,7 +58,7 @@ FOREIGN_ENV = frozenset(
 )
 
 #: Settings holding secrets: an error names where they came from, never their value.
-SECRET_FIELDS = frozenset({"admin_operator_tokens", "admin_viewer_tokens"})
+SECRET_FIELDS = frozenset({"admin_operator_tokens", "admin_viewer_tokens", "api_key"})
 
 
 class SettingsError(Exception):

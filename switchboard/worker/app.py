@@ -9,6 +9,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -16,7 +17,8 @@ from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
 from switchboard.text import TextCodec
-from switchboard.worker import chat_api, native, openai_api
+from switchboard.worker import chat_api, native, openai_api, sglang_ops
+from switchboard.worker.admin_client import AdminClient
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
 from switchboard.worker.ignored_fields import IgnoredFields
@@ -25,14 +27,24 @@ from switchboard.worker.middleware import body_too_large
 from switchboard.worker.observe import install_observers, outputs_observer
 from switchboard.worker.settings import WorkerSettings
 
+if TYPE_CHECKING:
+    from switchboard.text.chat_template import ChatTemplate
+
 __all__ = ["create_app"]
 
 
 def create_app(
-    settings: WorkerSettings, tokenizer: TextCodec, metrics: Metrics | None = None
+    settings: WorkerSettings,
+    tokenizer: TextCodec,
+    metrics: Metrics | None = None,
+    *,
+    chat_template: ChatTemplate | None = None,
 ) -> FastAPI:
     """The worker's app; its lifespan opens the link (registering with the router) and
     closes it (deregistering) after the last request. No I/O happens before startup.
+
+    ``chat_template`` renders chat requests (``app.state.chat_template``); None: the
+    model has none, and the chat endpoint refuses every request saying so.
 
     ``metrics`` defaults to :func:`~switchboard.worker.metrics.worker_metrics` (recording
     only when ``PROMETHEUS_MULTIPROC_DIR`` is set); server spans are made when tracing was
@@ -72,6 +84,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.chat_template = chat_template
     app.state.link = link
     app.state.metrics = metrics
     app.state.generation = Generation(link, tokenizer, settings, metrics)
@@ -85,12 +98,14 @@ def create_app(
     app.include_router(native.router)
     app.include_router(openai_api.router)
     app.include_router(chat_api.router)
+    sglang_ops.install(app, AdminClient(settings.admin_url))
     routes = RouteTemplates(
         [
             *app.router.routes,
             *native.router.routes,
             *openai_api.router.routes,
             *chat_api.router.routes,
+            *sglang_ops.router.routes,
         ]
     )
     install_observers(app, metrics, routes)

@@ -7,7 +7,7 @@ link's endpoints default to the run directory's layout.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from router_core import tracing
 from router_core.endpoints import EndpointError, RouterEndpoints, worker_address
@@ -27,7 +27,11 @@ from switchboard.cli.support import (
 from switchboard.worker.caps import RequestCaps
 from switchboard.worker.settings import WorkerSettings
 
-__all__ = ["add_parser", "run", "settings"]
+if TYPE_CHECKING:
+    from switchboard.text import TextCodec
+    from switchboard.text.chat_template import ChatTemplate
+
+__all__ = ["add_parser", "chat_template", "run", "settings"]
 
 
 def add_parser(sub: Any) -> None:
@@ -96,6 +100,22 @@ def settings(args: argparse.Namespace) -> WorkerSettings:
         raise UsageError(str(exc)) from exc
 
 
+def chat_template(
+    worker: WorkerSettings, tokenizer: TextCodec, tokenizer_path: str | None
+) -> ChatTemplate | None:
+    """The chat template the worker renders chat requests with: ``--chat-template``, else
+    the model's own (None when it has none); :class:`UsageError` in one line for a file
+    that cannot be used, or a model template that does not compile."""
+    from switchboard.text.chat_template_source import ChatTemplateLoadError, load_chat_template
+
+    try:
+        return load_chat_template(tokenizer, tokenizer_path, worker.chat_template or None)
+    except ChatTemplateLoadError as exc:
+        if worker.chat_template:
+            raise UsageError(f"--chat-template {exc.source}: {exc.reason}") from exc
+        raise UsageError(f"{exc} (give --chat-template FILE to use another)") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM; :class:`UsageError` for a bad setting.
 
@@ -109,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     worker = settings(args)
     configure_logging(args.log_level, who=f"worker {worker.worker_id}".replace("%", "%%"))
     tokenizer = tokenizer_flag(args)
+    template = chat_template(worker, tokenizer, args.tokenizer)
     try:
         sock = listen_socket(worker.host, worker.port)
     except OSError as exc:
@@ -119,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     tracing.setup("worker", f"worker-{worker.worker_id}")
     try:
         run_server(
-            create_app(worker, tokenizer),
+            create_app(worker, tokenizer, chat_template=template),
             sock,
             log_level=args.log_level,
             graceful_timeout_s=worker.graceful_timeout_s,

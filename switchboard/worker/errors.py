@@ -76,10 +76,14 @@ def _client_location(location: tuple[Any, ...]) -> list[str]:
 
 def _validation_message(error: RequestValidationError) -> tuple[str, str | None]:
     """One line naming every problem at its field, and the first field (``param``).
-    Problems at one field (a value no branch of a union takes) are joined with "or"."""
+    Problems at one field (a value no branch of a union takes) are joined with "or".
+    When one branch got as far as a feature this server lacks, that is the only problem
+    named: the other branches' complaints ("should be a string") would mislead."""
     problems: dict[str, list[str]] = {}
     param = None
-    for problem in error.errors():
+    found = error.errors()
+    unsupported = [problem for problem in found if problem.get("type") == "not_supported"]
+    for problem in unsupported or found:
         location = _client_location(tuple(problem.get("loc", ())))
         if param is None and location:
             param = location[0]

@@ -8,7 +8,6 @@ list, or, streaming, events that carry the prompt's ``index``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -30,6 +29,7 @@ from switchboard.worker.generation import (
     TextChunk,
     TextResult,
 )
+from switchboard.worker.health_probe import probe_generation
 from switchboard.worker.json_body import JsonBodyRoute
 from switchboard.worker.logprobs import TokenLogprob, sglang_shape
 from switchboard.worker.schemas import EncodeBody, GenerateBody, NativeSamplingParams
@@ -292,16 +292,9 @@ async def health(generation: GenerationDep, settings: SettingsDep) -> Response:
 
 @router.get("/health_generate")
 async def health_generate(generation: GenerationDep, settings: SettingsDep) -> Response:
-    """200 when a one-token generation completes within the health timeout, else 503."""
-    prompt = generation.prompts("ping")[0]
-    params = SamplingParams(max_new_tokens=1)
-    try:
-        async with asyncio.timeout(settings.health_generate_timeout_s):
-            await generation.link.wait_admission()
-            await generation.generate_text(prompt, params, f"health-{generation.new_rid()}")
-    except TimeoutError:
-        return Response(content="generation timed out", status_code=503)
-    return Response(status_code=200)
+    """JSON always: 200 ``ok`` when a one-token generation completes within the health
+    timeout, 200 ``paused`` at once while paused, else 503 (:mod:`.health_probe`)."""
+    return await probe_generation(generation, settings)
 
 
 def _model_info(settings: WorkerSettings, generation: Generation) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from httpkit.hosts import parse_allowed_hosts
 from httpkit.limits import (
@@ -45,6 +46,13 @@ class WorkerSettings:
     port: int = flagged(8000, help="HTTP port, shared with the sibling workers", bound="port")
     #: The name clients pass as ``model`` and ``/v1/models`` lists.
     model_name: str = flagged("switchboard-sim", help="the served model name")
+    #: The Jinja file /v1/chat/completions renders messages with; empty: the model's own
+    #: (:func:`~switchboard.text.chat_template_source.load_chat_template`).
+    chat_template: str = flagged(
+        "",
+        help="a Jinja chat template file for /v1/chat/completions (default: the model's own; "
+        "ChatML for the built-in tokenizer)",
+    )
     #: Longest prompt plus output, in tokens; longer requests are refused with 400.
     context_length: int = flagged(8192, help="prompt + output tokens, max", bound="positive")
     #: ``max_new_tokens`` when a request gives none (SGLang's default).
@@ -114,6 +122,15 @@ class WorkerSettings:
         help="Host names accepted besides localhost, loopback and the address a request came "
         "in on (comma-separated; * accepts any); others get 421",
     )
+    #: Where the SGLang operator endpoints (``/pause_generation``, ``/continue_generation``,
+    #: ``/abort_request``) send what they are asked, with the caller's token: the admin
+    #: app, which authenticates, checks the role and audits it. Empty: they answer 503.
+    admin_url: str = flagged(
+        "",
+        help="the admin app's URL, e.g. http://127.0.0.1:8001: /pause_generation, "
+        "/continue_generation and /abort_request are forwarded there with the caller's "
+        "Authorization header (default: none, they answer 503; switchboard up passes its own)",
+    )
     version: str = ""
 
     def __post_init__(self) -> None:
@@ -127,8 +144,21 @@ class WorkerSettings:
             raise ValueError("graceful_timeout_s must be > 0")
         self.http_limits  # noqa: B018 (raises for a limit out of bounds)
         parse_allowed_hosts(self.allowed_hosts)
+        _check_admin_url(self.admin_url)
 
     @property
     def http_limits(self) -> HttpLimits:
         """The HTTP limits these settings set."""
         return HttpLimits.of(self)
+
+
+def _check_admin_url(url: str) -> None:
+    """ValueError unless ``url`` is empty or ``http(s)://host[:port][/prefix]`` (a proxy's
+    mount point), without credentials, query or fragment: callers' tokens go there."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"admin_url {url!r} is not an http:// or https:// URL")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"admin_url {url!r} may not carry credentials, a query or a fragment")

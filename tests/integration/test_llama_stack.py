@@ -207,6 +207,71 @@ class TestLogprobs:
         assert all(len(top) <= 2 for top in choice.logprobs.top_logprobs)
 
 
+#: Conversations whose greedy answers on the tiny model are whole UTF-8 text (the
+#: server drops bytes that are not, so only such answers can be compared as text).
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello there"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}],
+    [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"},
+    ],
+]
+
+
+class TestChat:
+    """The model's own chat template (from its GGUF) behind /v1/chat/completions."""
+
+    def test_greedy_chat_equals_llama_cpp_servers(self, stack: Supervisor) -> None:
+        """The same model, messages and greedy sampling through llama-cpp-python's own
+        OpenAI server: the same content, finish and token counts."""
+        from openai.types.chat import ChatCompletion
+
+        from switchboard.bench.engine_stacks import ServerStack
+
+        model = tiny_model().name.removesuffix(".gguf")
+        server = ServerStack(tiny_model(), model, threads=1, n_ctx=1024)
+        server.launch()
+        try:
+            for messages in CONVERSATIONS:
+                body = {"model": model, "messages": messages, "max_tokens": 8, "temperature": 0}
+                ours = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=60)
+                # llama.cpp's server applies a repeat penalty of 1.1 unless told not to.
+                theirs = httpx.post(
+                    f"{server.base_url}/v1/chat/completions",
+                    json={**body, "repeat_penalty": 1.0},
+                    timeout=60,
+                )
+                assert ours.status_code == 200, ours.text
+                mine, reference = (
+                    ChatCompletion.model_validate(answer.json()) for answer in (ours, theirs)
+                )
+                assert mine.choices[0].message.content == reference.choices[0].message.content
+                assert mine.choices[0].finish_reason == reference.choices[0].finish_reason
+                assert mine.usage == reference.usage
+        finally:
+            server.stop()
+
+    def test_chat_logprobs_through_the_sdk(self, stack: Supervisor) -> None:
+        """logprobs with top_logprobs 2: one entry per token, as the SDK's types say."""
+        import openai
+
+        client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+        answer = client.chat.completions.create(
+            model=tiny_model().name.removesuffix(".gguf"),
+            messages=CONVERSATIONS[0],  # type: ignore[arg-type]
+            max_tokens=5,
+            temperature=0,
+            logprobs=True,
+            top_logprobs=2,
+        )
+        [choice] = answer.choices
+        assert choice.logprobs is not None and choice.logprobs.content is not None
+        assert len(choice.logprobs.content) == 5
+        assert all(len(entry.top_logprobs) == 2 for entry in choice.logprobs.content)
+
+
 class TestRefusals:
     def test_a_missing_or_foreign_model_is_one_line(self, tmp_path: Path) -> None:
         """up refuses a model that does not exist or is not GGUF, naming the file."""

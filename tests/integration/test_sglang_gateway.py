@@ -149,3 +149,33 @@ class TestThroughTheGateway:
         [choice] = reply.json()["choices"]
         assert choice["text"] == predictor.text(prompt, 8)
         assert choice["finish_reason"] == "length"
+
+    def test_chat_completions(self, gateway: str) -> None:
+        """/v1/chat/completions through the gateway, streaming and not: the same answer
+        the workers give directly (its text is the chat template's prompt's)."""
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "through the gateway"}],
+            "max_tokens": 7,
+        }
+        reply = httpx.post(
+            f"{gateway}/v1/chat/completions", json=body, timeout=30.0, trust_env=False
+        )
+        assert reply.status_code == 200, reply.text
+        [choice] = reply.json()["choices"]
+        assert choice["finish_reason"] == "length" and choice["message"]["role"] == "assistant"
+        with httpx.stream(
+            "POST",
+            f"{gateway}/v1/chat/completions",
+            json={**body, "stream": True},
+            timeout=30.0,
+            trust_env=False,
+        ) as streamed:
+            assert streamed.status_code == 200, streamed.read()
+            chunks = _events(streamed)
+        text = "".join(
+            str(chunk["choices"][0]["delta"].get("content") or "")  # type: ignore[index]
+            for chunk in chunks
+            if chunk.get("choices")
+        )
+        assert text == choice["message"]["content"]

@@ -17,8 +17,8 @@ from router_core.limits import MAX_FRAME_BYTES
 from router_core.tokenizer_router.registration import MAX_WORKERS
 from router_core.transport import MAX_FRAMES
 from switchboard.engine.scheduler import SchedulerConfig
+from switchboard.worker.body_base import MAX_RID_CHARS
 from switchboard.worker.caps import RequestCaps
-from switchboard.worker.schemas import MAX_RID_CHARS
 from switchboard.worker.settings import WorkerSettings
 from tests.integration.harness.polling import REPO_ROOT
 

@@ -104,7 +104,8 @@ class TestEntries:
         mode, timeout = command("pause").arguments
         for body in (models.PauseRequest(), models.SglangPauseRequest()):
             assert (body.mode, body.timeout_s) == (mode.default, timeout.default)
-        assert models.ContinueRequest().timeout_s == timeout.default
+        for resume in (models.ContinueRequest(), models.SglangContinueRequest()):
+            assert resume.timeout_s == timeout.default
 
     def test_console_actions_fit_their_scope(self) -> None:
         """A worker action names the worker states it applies in; no other action does."""

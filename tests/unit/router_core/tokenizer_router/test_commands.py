@@ -12,6 +12,7 @@ from router_core.tokenizer_router.commands import COMMANDS
 from router_core.tokenizer_router.effects import FreezeGarbageCollector, Persist, Send
 from router_core.wire import Kind, decode_header
 from router_core.wire.control import ENGINE, DrainCommand
+from router_core.wire.requests import AbortRequest
 from tests.unit.router_core.tokenizer_router.shell import CoreShell, address_of, payload_of
 
 
@@ -54,6 +55,44 @@ class TestDrain:
         with pytest.raises(ControlError) as missing:
             shell.command("get_worker", worker_id="nobody")
         assert missing.value.code is ErrorCode.NOT_FOUND
+
+
+class TestAbort:
+    """abort: one ABORT to the engine per registered worker, as its owner."""
+
+    def test_a_rid_is_aborted_on_behalf_of_every_worker(self) -> None:
+        """The engine gets ABORT rid for each worker's address; the reply names them."""
+        shell = CoreShell()
+        shell.register("w1")
+        shell.register("w2")
+        handled = shell.command("abort", rid="r-7")
+        assert (handled.reply.rid, handled.reply.sent_for) == ("r-7", ["w1", "w2"])
+        owners = []
+        for send in handled.effects:
+            assert isinstance(send, Send) and send.to == ENGINE
+            header = decode_header(send.frames[0])
+            assert header.kind is Kind.ABORT and header.rids == ["r-7"]
+            owners += header.reply_to
+            payload = payload_of(send, AbortRequest)
+            assert (payload.rid, payload.abort_all) == ("r-7", False)
+            assert payload.reason == "aborted by an operator"
+        assert owners == [address_of("w1"), address_of("w2")]
+
+    def test_abort_all_names_no_rid(self) -> None:
+        """With abort_all the rid is dropped: every worker's requests end."""
+        shell = CoreShell()
+        shell.register("w1")
+        handled = shell.command("abort", rid="ignored", abort_all=True)
+        (send,) = handled.effects
+        assert isinstance(send, Send) and decode_header(send.frames[0]).rids == []
+        assert payload_of(send, AbortRequest).abort_all
+        assert (handled.reply.rid, handled.reply.abort_all) == ("", True)
+
+    def test_neither_rid_nor_abort_all_is_refused(self) -> None:
+        """An abort naming nothing is BAD_ARGUMENTS, and sends nothing."""
+        with pytest.raises(ControlError) as refused:
+            CoreShell().command("abort")
+        assert refused.value.code is ErrorCode.BAD_ARGUMENTS
 
 
 class TestReplies:

@@ -135,3 +135,75 @@ class TestRefusals:
         config.write_text('engine = "sim"\ncontext_size = 2048\n', encoding="utf-8")
         with pytest.raises(SettingsError, match="context_size: only for engine llama-cpp"):
             load_settings({}, config_file=config)
+
+
+class TestTheChatTemplate:
+    """``chat_template`` reaches every worker, and a file they could not use stops the
+    stack before it starts, naming the setting as given."""
+
+    def test_every_layer_and_only_the_workers(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Flag, TOML and environment; ``~`` expanded; workers get --chat-template, the
+        detokenizers and the engine do not; either engine."""
+        config = tmp_path / "stack.toml"
+        config.write_text('chat_template = "~/t.jinja"\n', encoding="utf-8")
+        assert load_settings({}, config_file=config).chat_template == Path.home() / "t.jinja"
+        monkeypatch.setenv("SWITCHBOARD_CHAT_TEMPLATE", "/env.jinja")
+        assert load_settings({}).chat_template == Path("/env.jinja")
+        settings = load_settings({"chat_template": "/t.jinja", "workers": "2"})
+        for role in ("worker-w0", "worker-w1"):
+            assert _value(_argv(settings, tmp_path, role), "--chat-template") == "/t.jinja"
+        for role in ("detokenizer-0", "engine"):
+            assert "--chat-template" not in _argv(settings, tmp_path, role)
+        llama = load_settings({"engine": "llama-cpp", "model": "/m.gguf", "chat_template": "/t"})
+        assert _value(_argv(llama, tmp_path, "worker-w0"), "--chat-template") == "/t"
+
+    def test_unset_is_the_models_own(self, tmp_path: Path) -> None:
+        """Unset, the workers are given no --chat-template."""
+        settings = load_settings({})
+        assert settings.chat_template is None
+        assert "--chat-template" not in _argv(settings, tmp_path, "worker-w0")
+
+    @pytest.mark.parametrize(
+        ("content", "reason"),
+        [
+            (None, "not found (expected a Jinja template file)"),
+            ("{% for %}", "does not compile: Expected an expression"),
+        ],
+        ids=["missing", "bad-syntax"],
+    )
+    def test_refused_at_start(self, tmp_path: Path, content: str | None, reason: str) -> None:
+        """A missing or uncompilable file fails the preflight, in one line naming the flag."""
+        from switchboard.supervisor.preflight import check_chat_template
+        from switchboard.text import load_tokenizer
+
+        template = tmp_path / "t.jinja"
+        if content is not None:
+            template.write_text(content, encoding="utf-8")
+        settings = load_settings({"chat_template": str(template)})
+        with pytest.raises(SettingsError) as caught:
+            check_chat_template(
+                load_tokenizer(),
+                None,
+                settings.chat_template,
+                where=settings.origin("chat_template"),
+            )
+        message = str(caught.value)
+        assert message.startswith(f"--chat-template {template}: {reason}")
+        assert "\n" not in message
+
+    def test_a_models_broken_template_is_refused_too(self, tmp_path: Path) -> None:
+        """Without the setting, the model's own template must compile; the refusal says
+        how to replace it."""
+        from switchboard.supervisor.preflight import check_chat_template
+        from switchboard.text import load_tokenizer
+
+        model = tmp_path / "model"
+        model.mkdir()
+        (model / "tokenizer.json").write_text(load_tokenizer().backend.to_str(), encoding="utf-8")
+        (model / "chat_template.jinja").write_text("{{ x", encoding="utf-8")
+        with pytest.raises(SettingsError, match="set chat_template to use another"):
+            check_chat_template(load_tokenizer(model), model, None)
+        (model / "chat_template.jinja").write_text("{{ messages }}", encoding="utf-8")
+        check_chat_template(load_tokenizer(model), model, None)
