@@ -17,7 +17,7 @@ from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates
 from router_core.worker_link import WorkerIdentity, WorkerLink
 from switchboard.text import TextCodec
-from switchboard.worker import chat_api, native, openai_api, sglang_ops
+from switchboard.worker import chat_api, native, openai_api, sglang_metrics, sglang_ops
 from switchboard.worker.admin_client import AdminClient
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
@@ -99,6 +99,7 @@ def create_app(
     app.include_router(openai_api.router)
     app.include_router(chat_api.router)
     sglang_ops.install(app, AdminClient(settings.admin_url))
+    app.include_router(sglang_metrics.router)
     routes = RouteTemplates(
         [
             *app.router.routes,
@@ -106,6 +107,7 @@ def create_app(
             *openai_api.router.routes,
             *chat_api.router.routes,
             *sglang_ops.router.routes,
+            *sglang_metrics.router.routes,
         ]
     )
     install_observers(app, metrics, routes)
