@@ -30,6 +30,8 @@ MUTATIONS = [
     ("POST", "/api/workers/w0/drain", None),
     ("POST", "/api/workers/w0/undrain", None),
     ("POST", "/api/freeze_gc", None),
+    ("POST", "/api/abort", {"rid": "no-such-request"}),
+    ("POST", "/abort_request", {"rid": "no-such-request"}),
 ]
 READS = ["/api/workers", "/api/workers/w0", "/api/status", "/api/load", "/api/commands"]
 

@@ -57,6 +57,8 @@ MUTATIONS = (
     ("POST", "/api/workers/{worker_id}/drain"),
     ("POST", "/api/workers/{worker_id}/undrain"),
     ("POST", "/api/freeze_gc"),
+    ("POST", "/api/abort"),
+    ("POST", "/abort_request"),
 )
 #: Every operation schemathesis generates requests for.
 GENERATED = (

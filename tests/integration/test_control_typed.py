@@ -22,6 +22,7 @@ _ARGS: dict[str, msgspec.Struct] = {
     "continue": spec.ContinueArgs(timeout_s=5.0),
     "drain": spec.WorkerArgs(worker_id="w0"),
     "undrain": spec.WorkerArgs(worker_id="w0"),
+    "abort": spec.AbortArgs(rid="no-such-request"),
 }
 
 #: Fields that move between two calls made a moment apart.

@@ -223,6 +223,11 @@ CONVERSATIONS = [
 class TestChat:
     """The model's own chat template (from its GGUF) behind /v1/chat/completions."""
 
+    # Known, open (issue 21): the texts agree but for llama_cpp.server's leading space.
+    # Our GGUF decode drops the first output token's leading space (the SentencePiece
+    # dummy-prefix rule of gguf_tokenizer.py), where llama.cpp and SGLang decode the
+    # answer after the prompt and keep it. strict: this fails once the decode is fixed.
+    @pytest.mark.xfail(strict=True, reason="first output token's leading space is dropped")
     def test_greedy_chat_equals_llama_cpp_servers(self, stack: Supervisor) -> None:
         """The same model, messages and greedy sampling through llama-cpp-python's own
         OpenAI server: the same content, finish and token counts."""
