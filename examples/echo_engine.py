@@ -125,8 +125,10 @@ class EchoEngine:
                 completion_tokens=[len(row.output_ids) for row in rows],
                 # Only the ids new in this row: this step's one, or none (an abort).
                 output_ids=[row.output_ids[-1:] if new else [] for row in rows],
-                decode_ids=[list(row.output_ids) for row in rows],
-                read_offsets=[max(0, len(row.output_ids) - 1) for row in rows],
+                # The prompt's last ids, then the output: the detokenizer decodes the
+                # output after them, as the text it continues (leading spaces kept).
+                decode_ids=[row.prompt[-5:] + row.output_ids for row in rows],
+                read_offsets=[len(row.prompt[-5:]) for row in rows],
             )
         )
 

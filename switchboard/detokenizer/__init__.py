@@ -6,7 +6,8 @@
 """
 
 from switchboard.detokenizer.process import Detokenizer
-from switchboard.detokenizer.rows import RowDetokenizer, str_row
+from switchboard.detokenizer.row_columns import str_row
+from switchboard.detokenizer.rows import RowDetokenizer
 from switchboard.detokenizer.settings import DetokenizerSettings, OutputsTo
 
 __all__ = ["Detokenizer", "DetokenizerSettings", "OutputsTo", "RowDetokenizer", "str_row"]

@@ -10,6 +10,9 @@ the row's ``stop_holdback`` says (the longest stop string's length minus one, so
 without stop strings streams with no delay), or ``holdback_chars`` when an engine does not
 send that column; a match that starts further back than that can no longer be taken back and is
 counted (``stop_trim_late``). A stop token id is trimmed by the incremental detokenizer.
+A request's first row also gives the prompt's last ids, ``decode_ids[:read_offsets]``
+(SGLang's shape: ``decode_ids`` is the prompt's tail then the output so far), which
+the output's text continues from (:func:`prompt_context`).
 State is forgotten when a request finishes and evicted when it is not updated for
 ``ttl_s`` seconds or when more than ``max_states`` requests are open (oldest first).
 
@@ -43,12 +46,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import msgspec
-
 from router_core.counters import Counters
 from router_core.wire.finish import FinishReason, abort_reason, lost_reason
 from router_core.wire.outputs import BatchStrOutput, BatchTokenIDOutput
-from router_core.wire.split import batch_columns
+from switchboard.detokenizer.row_columns import finished_row, first_value, prompt_context, str_row
 from switchboard.text import IncrementalDetokenizer, StopChecker, TextCodec
 
 __all__ = [
@@ -63,26 +64,6 @@ __all__ = [
 
 #: Released characters remembered per request, to find a stop string that began in them.
 TAIL_CHARS: Final = 1024
-
-#: Columns a token row and a text row share, copied as they are (never named one by one).
-SHARED_COLUMNS: Final = tuple(
-    column.name
-    for column in batch_columns(BatchStrOutput)
-    if column.name in {c.name for c in batch_columns(BatchTokenIDOutput)}
-)
-
-
-def str_row(row: BatchTokenIDOutput, owner: str, text: str) -> BatchStrOutput:
-    """The one-request ``BatchStrOutput`` of ``row``: every shared column, and the text."""
-    fields: dict[str, Any] = {}
-    for name in SHARED_COLUMNS:
-        value = getattr(row, name)
-        if value is not None:
-            fields[name] = value
-    fields["http_worker_ipcs"] = [owner]
-    fields["output_strs"] = [text]
-    return BatchStrOutput(**fields)
-
 
 #: The abort message of a request whose decoding state is gone.
 LOST_STATE: Final = (
@@ -108,12 +89,6 @@ def discontinuity(decoded: int, position: int, where: str) -> str:
         f"output rows came twice or out of order {where} "
         f"(a row from token {position} after {decoded} tokens)"
     )
-
-
-def _first(column: list[Any] | None, default: Any) -> Any:
-    if not column or column[0] is None:
-        return default
-    return column[0]
 
 
 @dataclass
@@ -178,14 +153,14 @@ class RowDetokenizer:
         text = self._convert(row, owner, now)
         if text is None:
             self.counters.add("output_continuity", "repeated_abort")
-            return _finished_row(row, owner, abort_reason(ALREADY_ABORTED))
+            return finished_row(row, owner, abort_reason(ALREADY_ABORTED))
         return text
 
     def _convert(self, row: BatchTokenIDOutput, owner: str, now: float) -> BatchStrOutput | None:
         key = (owner, row.rids[0])
-        new_ids: list[int] = _first(row.output_ids, [])
-        finished: dict[str, Any] | None = _first(row.finished_reasons, None)
-        total: int | None = _first(row.completion_tokens, None)
+        new_ids: list[int] = first_value(row.output_ids, [])
+        finished: dict[str, Any] | None = first_value(row.finished_reasons, None)
+        total: int | None = first_value(row.completion_tokens, None)
         position = None if total is None else total - len(new_ids)
         if key in self._aborted:
             if position != 0:
@@ -207,10 +182,13 @@ class RowDetokenizer:
             key,
             new_ids,
             finished,
-            skip_special_tokens=bool(_first(row.skip_special_tokens, True)),
-            spaces_between_special_tokens=bool(_first(row.spaces_between_special_tokens, True)),
-            no_stop_trim=bool(_first(row.no_stop_trim, False)),
-            holdback_chars=_first(row.stop_holdback, None),
+            skip_special_tokens=bool(first_value(row.skip_special_tokens, True)),
+            spaces_between_special_tokens=bool(
+                first_value(row.spaces_between_special_tokens, True)
+            ),
+            no_stop_trim=bool(first_value(row.no_stop_trim, False)),
+            holdback_chars=first_value(row.stop_holdback, None),
+            context_ids=prompt_context(row) if key not in self._states else (),
             now=now,
         )
         return str_row(row, owner, text)
@@ -228,9 +206,9 @@ class RowDetokenizer:
         self._states.pop(key, None)
         if reason is None:
             return str_row(row, owner, "")
-        if _first(row.finished_reasons, None) is None:  # more rows will come: drop them
+        if first_value(row.finished_reasons, None) is None:  # more rows will come: drop them
             self._aborted[key] = now
-        return _finished_row(row, owner, reason)
+        return finished_row(row, owner, reason)
 
     def _why_not_continuous(self, state: _Request | None, position: int) -> dict[str, Any]:
         """The finish reason of a row at ``position`` that does not follow ``state``."""
@@ -259,12 +237,14 @@ class RowDetokenizer:
         spaces_between_special_tokens: bool = True,
         no_stop_trim: bool = False,
         holdback_chars: int | None = None,
+        context_ids: list[int] | tuple[()] = (),
         now: float = 0.0,
     ) -> str:
         """The new text of one step of request ``key``; forgets it when ``finished``.
 
         ``holdback_chars`` is the request's own hold-back window (the row's
-        ``stop_holdback``); None means the detokenizer's default.
+        ``stop_holdback``); None means the detokenizer's default. ``context_ids``, read
+        only on a request's first step, are the prompt ids its text continues.
         """
         state = self._states.pop(key, None)
         if state is None:
@@ -272,6 +252,7 @@ class RowDetokenizer:
                 self.tokenizer,
                 skip_special_tokens=skip_special_tokens,
                 spaces_between_special_tokens=spaces_between_special_tokens,
+                context_ids=context_ids,
             )
             state = _Request(detokenizer, now)
         reason = FinishReason.of(finished) if finished else None
@@ -342,8 +323,3 @@ def _evict(
         del entries[key]
         evicted += 1
     return evicted
-
-
-def _finished_row(row: BatchTokenIDOutput, owner: str, reason: dict[str, Any]) -> BatchStrOutput:
-    """``row``'s text row, finishing for ``reason``, with no text."""
-    return msgspec.structs.replace(str_row(row, owner, ""), finished_reasons=[reason])

@@ -72,6 +72,12 @@ class TextCodec(Protocol):
         UTF-8 character come out as U+FFFD."""
         ...
 
+    def token_piece(self, token_id: int) -> str:
+        """One id's own text as a server shows it in logprobs: special tokens rendered,
+        a word piece's leading space kept (which a decode from the start of a text may
+        drop); bytes short of a UTF-8 character come out as U+FFFD."""
+        ...
+
 
 class TokenizerLoadError(Exception):
     """A tokenizer could not be loaded: ``tokenizer <path>: <reason>``.

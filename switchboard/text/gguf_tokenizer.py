@@ -212,6 +212,22 @@ class GgufTokenizer:
         text: bytes = self._api.llama_vocab_get_text(self._live_vocab(), token_id)
         return text.decode("utf-8", errors="replace")
 
+    def token_piece(self, token_id: int) -> str:
+        """``llama_token_to_piece(id, lstrip=0, special=True)``: the id's text as
+        llama.cpp's server shows it in logprobs, a SentencePiece ``▁Paris`` as
+        ``" Paris"``; "" for an id outside the vocabulary."""
+        if not 0 <= token_id < self._vocab_size:
+            return ""
+        api, vocab = self._api, self._live_vocab()
+        room = 64
+        for _attempt in range(2):
+            piece = ctypes.create_string_buffer(room)
+            count = int(api.llama_token_to_piece(vocab, token_id, piece, room, 0, True))
+            if count >= 0:
+                return piece.raw[:count].decode("utf-8", errors="replace")
+            room = -count
+        raise ValueError(f"llama.cpp could not render token {token_id}")
+
     def _piece(self, token_id: int) -> str:
         piece = self._detokenize([token_id], unparse_special=True)
         return piece.decode("utf-8", errors="replace")

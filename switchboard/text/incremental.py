@@ -14,11 +14,17 @@ character (a byte-level token can hold half of an emoji); nothing is emitted and
 offsets stay put, so the next step decodes the completed character. Only
 :meth:`IncrementalDetokenizer.finish` emits such a tail, since by then it is final.
 Emitted text then passes through a :class:`~switchboard.text.stop.StopChecker`.
+
+**Context.** Output continues a prompt, and a decoder may treat the first token of a
+decode specially: llama.cpp drops a SentencePiece token's leading space at the start of
+a text, so ``"▁Paris"`` decoded alone is ``"Paris"`` where the model wrote ``" Paris"``.
+Given the prompt's last ids as ``context_ids``, the window starts inside the prompt and
+the first output token is decoded where it stands, as llama.cpp's server and SGLang do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from switchboard.text.codec import TextCodec
@@ -49,6 +55,11 @@ class IncrementalDetokenizer:
     condition matched; a piece never ends in an incomplete UTF-8 character. With stop
     conditions the output is that text cut at the first stop (see
     :class:`~switchboard.text.stop.StopChecker`) and ids after a stop are ignored.
+
+    With ``context_ids`` (the prompt's last ids) the concatenation is what the ids add
+    to the context's text: ``decode(context + ids)`` after ``decode(context)``. A
+    context whose text ends in an incomplete character (ids cut mid-character) cannot be
+    subtracted exactly and is not used.
     """
 
     def __init__(
@@ -58,31 +69,41 @@ class IncrementalDetokenizer:
         skip_special_tokens: bool = True,
         spaces_between_special_tokens: bool = False,
         stop: StopChecker | None = None,
+        context_ids: Sequence[int] = (),
     ) -> None:
         self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
         self.spaces_between_special_tokens = spaces_between_special_tokens
         self.stop = stop if stop is not None else StopChecker()
-        self._ids: list[int] = []
+        self._ids: list[int] = list(context_ids)
+        if self._ids and self._decode(0, len(self._ids)).endswith(REPLACEMENT_CHARACTER):
+            self._ids = []
+        #: Where the output starts in ``_ids`` (after the context).
+        self._start = len(self._ids)
         self._prefix_offset = 0
-        self._read_offset = 0
+        self._read_offset = self._start
         self._finished = False
         self._matched_stop: str | int | None = None
 
     @property
     def token_ids(self) -> list[int]:
         """Ids decoded so far: every id fed, up to and including a stop token."""
-        return list(self._ids)
+        return self._ids[self._start :]
+
+    @property
+    def context_ids(self) -> list[int]:
+        """The context the output continues (empty when none was given or usable)."""
+        return self._ids[: self._start]
 
     @property
     def prefix_offset(self) -> int:
-        """Start of the decode window in :attr:`token_ids`."""
-        return self._prefix_offset
+        """Start of the decode window in :attr:`token_ids` (negative inside the context)."""
+        return self._prefix_offset - self._start
 
     @property
     def read_offset(self) -> int:
-        """Ids before this offset have produced their text."""
-        return self._read_offset
+        """Ids of :attr:`token_ids` before this offset have produced their text."""
+        return self._read_offset - self._start
 
     @property
     def finished(self) -> bool:

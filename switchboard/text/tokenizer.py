@@ -136,6 +136,10 @@ class Tokenizer:
             return self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
         return " ".join(self._sub_texts(ids, skip_special_tokens))
 
+    def token_piece(self, token_id: int) -> str:
+        """The id decoded alone with special tokens shown (as SGLang shows logprobs)."""
+        return self.decode([token_id], skip_special_tokens=False)
+
     def _sub_texts(self, ids: Iterable[int], skip_special_tokens: bool) -> list[str]:
         """Decoded runs of ordinary tokens and the kept added tokens, in order."""
         parts: list[str] = []

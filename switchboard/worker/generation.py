@@ -243,8 +243,8 @@ class Generation:
         return uuid.uuid4().hex
 
     def token_text(self, token_id: int) -> str:
-        """One token's text, decoded alone, special tokens shown (for logprobs)."""
-        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+        """One token's own text, special tokens shown (for logprobs)."""
+        return self.tokenizer.token_piece(token_id)
 
     def check_logprobs(self, param: str) -> None:
         """Refuse (400 naming ``param``) logprobs from an engine that does not send them

@@ -17,9 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from switchboard.text import load_tokenizer
+from switchboard.text import GgufTokenizer, load_tokenizer
 from tests.integration.harness.sse import SseStream, generate_stream, stream_problems
 from tests.integration.harness.supervisor import Stacks, Supervisor, refuse
+from tests.support import llama_vocab
 from tests.support.llama_models import GreedyReference, tiny_model
 
 pytestmark = pytest.mark.integration
@@ -66,9 +67,11 @@ def greedy_body(prompt: list[int] | str, tokens: int = TOKENS) -> dict[str, Any]
 
 
 def expected_text(reference: GreedyReference, prompt: list[int] | str, tokens: int) -> str:
+    """The text llama.cpp's server streams for the ids llama.cpp generates alone."""
     ids = reference.text_tokens(prompt) if isinstance(prompt, str) else prompt
     tokenizer = load_tokenizer(tiny_model())
-    return tokenizer.decode(reference.tokens(ids, tokens))
+    assert isinstance(tokenizer, GgufTokenizer)
+    return llama_vocab.llama_pieces(tokenizer, reference.tokens(ids, tokens))
 
 
 async def streams(
@@ -184,7 +187,7 @@ class TestLogprobs:
         assert [entry[1] for entry in chosen] == reference.tokens(prompt, 12)
         tokenizer = load_tokenizer(tiny_model())
         for (value, token_id, text), alternatives in zip(chosen, tops, strict=True):
-            assert value <= 0 and text == tokenizer.decode([token_id], skip_special_tokens=False)
+            assert value <= 0 and text == llama_vocab.llama_pieces(tokenizer, [token_id])
             assert len(alternatives) == 3 and alternatives[0][1] == token_id
             assert alternatives[0][0] == pytest.approx(value)
             values = [entry[0] for entry in alternatives]
@@ -223,11 +226,6 @@ CONVERSATIONS = [
 class TestChat:
     """The model's own chat template (from its GGUF) behind /v1/chat/completions."""
 
-    # Known, open (issue 21): the texts agree but for llama_cpp.server's leading space.
-    # Our GGUF decode drops the first output token's leading space (the SentencePiece
-    # dummy-prefix rule of gguf_tokenizer.py), where llama.cpp and SGLang decode the
-    # answer after the prompt and keep it. strict: this fails once the decode is fixed.
-    @pytest.mark.xfail(strict=True, reason="first output token's leading space is dropped")
     def test_greedy_chat_equals_llama_cpp_servers(self, stack: Supervisor) -> None:
         """The same model, messages and greedy sampling through llama-cpp-python's own
         OpenAI server: the same content, finish and token counts."""

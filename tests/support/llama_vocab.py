@@ -14,6 +14,7 @@ integration tests), naming ``make llama``.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import tarfile
@@ -23,12 +24,15 @@ from pathlib import Path
 import pytest
 
 from switchboard.text.default_tokenizer import default_cache_dir
+from switchboard.text.gguf_tokenizer import GgufTokenizer
+from switchboard.text.llama_runtime import llama_api
 
 __all__ = [
     "KNOWN_VOCABS",
     "LLAMA_CPP_VERSION",
     "SDIST_ENV",
     "TestVector",
+    "llama_pieces",
     "read_test_vectors",
     "sdist_path",
     "vocab_catalogue",
@@ -186,3 +190,18 @@ def read_test_vectors(name: str) -> list[TestVector] | None:
     for text, line in zip(inputs, lines, strict=True):
         vectors[text] = [int(token) for token in line.strip().split(" ") if token]
     return list(vectors.items())
+
+
+def llama_pieces(tokenizer: GgufTokenizer, ids: list[int], *, special: bool = False) -> str:
+    """The text llama.cpp's server streams for generated ``ids``: each id's piece
+    (``llama_token_to_piece``, no lstrip: a leading space kept; special tokens only with
+    ``special``), the bytes joined before they are decoded. The reference our decode
+    after a prompt is checked against."""
+    api = llama_api()
+    joined = b""
+    for token_id in ids:
+        buffer = ctypes.create_string_buffer(256)
+        count = api.llama_token_to_piece(tokenizer.llama_vocab, token_id, buffer, 256, 0, special)
+        assert 0 <= count <= 256, (token_id, count)
+        joined += buffer.raw[:count]
+    return joined.decode("utf-8", errors="replace")

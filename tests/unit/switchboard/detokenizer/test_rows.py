@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from router_core.wire.outputs import BatchTokenIDOutput
 from router_core.wire.split import batch_columns
 from switchboard.detokenizer import RowDetokenizer, str_row
+from switchboard.detokenizer.row_columns import MAX_CONTEXT_IDS, prompt_context
 from switchboard.text import Tokenizer
 
 FFFD = "\ufffd"
@@ -206,3 +208,58 @@ class TestRows:
     def test_str_row_leaves_absent_columns_absent(self) -> None:
         text = str_row(BatchTokenIDOutput(rids=["r"]), OWNER, "")
         assert text.output_ids is None and text.finished_reasons is None
+
+
+def first_row(
+    output: list[int], decode_ids: list[int] | None, read: int | None, total: int = 1
+) -> BatchTokenIDOutput:
+    """A request's token row (its first unless ``total`` says more came before)."""
+    return BatchTokenIDOutput(
+        rids=["r"],
+        completion_tokens=[total],
+        output_ids=[output],
+        decode_ids=None if decode_ids is None else [decode_ids],
+        read_offsets=None if read is None else [read],
+    )
+
+
+class TestPromptContext:
+    """The first row's decode_ids[:read_offsets] is the context its text continues."""
+
+    def test_sglang_shape_gives_the_prompt_tail(self) -> None:
+        assert prompt_context(first_row([9], [1, 2, 3, 9], 3)) == [1, 2, 3]
+        long = list(range(20))
+        assert prompt_context(first_row([99], [*long, 99], 20)) == long[-MAX_CONTEXT_IDS:]
+
+    @pytest.mark.parametrize(
+        ("output", "decode_ids", "read"),
+        [
+            ([9], None, None),  # an engine that sends neither column
+            ([9], [9], 0),  # decode_ids without a prompt tail (docs/engine.md's first form)
+            ([8, 9], [8, 9], 1),  # read_offsets inside the output: not a prompt tail
+            ([9], [1, 2, 9], 5),  # an offset past the ids
+            ([9], [1, 2, 7], 2),  # the ids after the offset are not the output
+            ([9], [], 0),
+        ],
+    )
+    def test_anything_else_gives_none(
+        self, output: list[int], decode_ids: list[int] | None, read: int | None
+    ) -> None:
+        assert prompt_context(first_row(output, decode_ids, read)) == []
+
+    def test_the_first_row_sets_the_context(self, metaspace_tokenizer: Tokenizer) -> None:
+        """A SentencePiece-style first token keeps its space after the prompt's ids, and
+        later rows' columns do not change the request's context."""
+        prompt = metaspace_tokenizer.encode("so the")
+        output = metaspace_tokenizer.encode("so the server tokens")[len(prompt) :]
+        assert len(output) >= 2
+        rows = RowDetokenizer(metaspace_tokenizer, holdback_chars=0)
+        text = ""
+        for index in range(len(output)):
+            row = first_row(output[index : index + 1], prompt + output[: index + 1], len(prompt))
+            text += rows.text_row(
+                msgspec.structs.replace(row, completion_tokens=[index + 1]), OWNER, 0.0
+            ).output_strs[0]
+        bare = RowDetokenizer(metaspace_tokenizer, holdback_chars=0)
+        bare_text = "".join(steps(bare, output))
+        assert text == " server tokens" and bare_text == "server tokens"

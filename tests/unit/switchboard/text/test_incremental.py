@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pytest
-import tokenizers
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from switchboard.text import IncrementalDetokenizer, StopChecker, TextDelta, Tokenizer
-from switchboard.text.default_tokenizer import read_corpus
 
 SETTINGS = settings(max_examples=150, deadline=None)
 FFFD = "\ufffd"
@@ -198,17 +194,6 @@ class TestStopTokens:
         assert detokenizer.token_ids == ids[: position + 1]
 
 
-@pytest.fixture(scope="module")
-def metaspace_tokenizer() -> Tokenizer:
-    """A SentencePiece-style BPE (Metaspace decoder strips the first token's space)."""
-    backend = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Metaspace()
-    backend.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<unk>", "</s>"])
-    backend.train_from_iterator([text for _, text in read_corpus()], trainer=trainer)
-    return Tokenizer(backend, source="metaspace")
-
-
 WORDS = st.lists(st.sampled_from(["the", "server", "café", "tokens", "ok", ",", "Ωx"]), max_size=12)
 
 
@@ -221,3 +206,32 @@ def test_leading_space_decoder(
     ids = metaspace_tokenizer.encode(" ".join(words))
     deltas = run(IncrementalDetokenizer(metaspace_tokenizer), chunked(ids, sizes))
     assert joined(deltas) == metaspace_tokenizer.decode(ids)
+
+
+@SETTINGS
+@given(prompt=WORDS, words=WORDS.filter(bool), sizes=CHUNKS)
+def test_output_continues_its_context(
+    metaspace_tokenizer: Tokenizer, prompt: list[str], words: list[str], sizes: list[int]
+) -> None:
+    """With the prompt's last ids as context, the pieces are what the output adds to the
+    prompt's text, so the first output token keeps its leading space."""
+    ids = metaspace_tokenizer.encode(" ".join(["so", *prompt, *words]))
+    split = len(metaspace_tokenizer.encode(" ".join(["so", *prompt])))
+    assume(0 < split < len(ids))
+    context, output = ids[:split][-5:], ids[split:]
+    detokenizer = IncrementalDetokenizer(metaspace_tokenizer, context_ids=context)
+    assert detokenizer.context_ids == context and detokenizer.read_offset == 0
+    deltas = run(detokenizer, chunked(output, sizes))
+    head = metaspace_tokenizer.decode(context)
+    assert joined(deltas) == metaspace_tokenizer.decode(context + output)[len(head) :]
+    assert detokenizer.token_ids == output
+
+
+def test_context_keeps_the_first_tokens_space(metaspace_tokenizer: Tokenizer) -> None:
+    """Without context a Metaspace decode drops the first token's space; with it, not."""
+    context = metaspace_tokenizer.encode("the")
+    output = metaspace_tokenizer.encode("the server")[len(context) :]
+    alone = IncrementalDetokenizer(metaspace_tokenizer)
+    after = IncrementalDetokenizer(metaspace_tokenizer, context_ids=context)
+    assert joined(run(alone, [[i] for i in output])) == "server"
+    assert joined(run(after, [[i] for i in output])) == " server"
