@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_KEEP_ALIVE_S",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_HEADER_BYTES",
+    "REFUSAL_STATUSES",
     "ErrorBody",
     "HttpLimits",
     "Refusals",
@@ -83,6 +84,17 @@ class HttpLimits:
     def of(cls, settings: object) -> HttpLimits:
         """The limits a process's ``settings`` set: its attributes of the same names."""
         return cls(**{limit.name: getattr(settings, limit.name) for limit in fields(cls)})
+
+
+#: Each reason :attr:`Refusals.counted` is called with, and the status it answers.
+REFUSAL_STATUSES: Final = {
+    "header_timeout": 408,
+    "body_timeout": 408,
+    "header_too_large": 431,
+    "too_many_connections": 503,
+    "host_not_allowed": 421,
+    "origin_not_allowed": 403,
+}
 
 
 @dataclass(frozen=True)

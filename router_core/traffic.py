@@ -18,6 +18,7 @@ import msgspec
 from router_core.control.replies import HistogramSnapshot, RouterMetrics, TrafficRow
 from router_core.counters import Counters
 from router_core.histogram import HOP_BUCKETS, SPLIT_ROW_BUCKETS, HistogramSet
+from router_core.process_usage import cpu_seconds, resident_bytes
 
 if TYPE_CHECKING:
     from router_core.transport import FrameLike
@@ -131,4 +132,6 @@ def fabric_metrics(
             "split_batch_rows": histograms_of(traffic.split_rows),
         },
         backlog_messages=backlog_messages,
+        cpu_seconds=cpu_seconds(),
+        resident_bytes=resident_bytes(),
     )

@@ -62,7 +62,13 @@ HELP: Final[Mapping[str, str]] = {
     "switchboard_engine_waiting_requests": "requests waiting in the engine's queue",
     "switchboard_engine_max_running_requests": "the engine's running-request capacity",
     "switchboard_engine_token_usage_ratio": "share of the engine's token capacity in use, 0-1",
+    "switchboard_process_cpu_seconds_total": "user plus system CPU seconds a process used",
+    "switchboard_process_resident_memory_bytes": "a process's resident memory",
+    "switchboard_build_info": "1, labelled with the admin app's version and Python's",
 }
+
+#: A router's process name -> its child's name in the supervisor (``switchboard up``).
+ROUTER_CHILDREN: Final = {"tokenizer_router": "router", "detokenizer_router": "detok-router"}
 
 #: Snapshot histogram key -> (family, label name).
 _HISTOGRAMS: Final = (
@@ -134,6 +140,29 @@ def _fabric(
     backlog = _gauge("switchboard_router_backlog_messages", ["process"])
     backlog.add_metric([process], float(snapshot.backlog_messages))
     yield backlog
+    if snapshot.cpu_seconds or snapshot.resident_bytes:  # 0 and 0: a router that cannot say
+        yield from usage_families(
+            process, ROUTER_CHILDREN.get(process, process), snapshot.cpu_seconds,
+            snapshot.resident_bytes,
+        )  # fmt: skip
+
+
+def usage_families(
+    process: str, child: str, cpu_seconds: float, resident_bytes: int
+) -> Iterable[Metric]:
+    """One process's CPU seconds and resident memory, labelled ``process`` and ``child``."""
+    cpu = _counter("switchboard_process_cpu_seconds_total", ["process", "child"])
+    cpu.add_metric([process, child], cpu_seconds)
+    memory = _gauge("switchboard_process_resident_memory_bytes", ["process", "child"])
+    memory.add_metric([process, child], float(resident_bytes))
+    return (cpu, memory)
+
+
+def build_info_family(version: str, python: str) -> Metric:
+    """``switchboard_build_info{version, python} 1``: what is deployed, for joins."""
+    family = _gauge("switchboard_build_info", ["version", "python"])
+    family.add_metric([version, python], 1.0)
+    return family
 
 
 def _workers(snapshot: TokenizerRouterMetrics) -> Iterable[Metric]:

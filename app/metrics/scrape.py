@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import platform
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -20,11 +21,19 @@ from typing import Any, Final
 from prometheus_client.core import Metric
 
 from app.metrics.exposition import merge_families, multiprocess_families, render
-from app.metrics.families import router_families, router_up_family, worker_ids_by_address
+from app.metrics.families import (
+    build_info_family,
+    router_families,
+    router_up_family,
+    usage_families,
+    worker_ids_by_address,
+)
 from app.task_groups import every
 from router_core.control import AsyncControlClient, ControlCommand, ControlError
 from router_core.control.commands import DETOK_METRICS, METRICS
 from router_core.control.replies import RouterMetrics, TokenizerRouterMetrics
+from router_core.process_usage import cpu_seconds, resident_bytes
+from router_core.version import package_version
 
 __all__ = ["MAX_ADDRESSES", "SNAPSHOTS", "HostMetrics"]
 
@@ -109,11 +118,19 @@ class HostMetrics:
         worker_ids = self._worker_ids
         read = {name: self._families(name, snapshots[name], worker_ids) for name in names}
         answered = {name: got is not None for name, got in read.items()}
-        sources: list[list[Metric]] = [[router_up_family(answered)]]
+        sources: list[list[Metric]] = [[router_up_family(answered), *self._own()]]
         sources += [got for got in read.values() if got is not None]
         if self.multiproc_dir is not None:
             sources.append(await asyncio.to_thread(multiprocess_families, self.multiproc_dir))
         return merge_families(sources)
+
+    @staticmethod
+    def _own() -> list[Metric]:
+        """The admin app's own families: what is deployed, and its CPU and memory."""
+        return [
+            build_info_family(package_version(), platform.python_version()),
+            *usage_families("admin", "admin", cpu_seconds(), resident_bytes()),
+        ]
 
     def _remember(self, seen: Mapping[str, str]) -> None:
         """Add this scrape's addresses (newest last) and forget the oldest beyond the cap."""

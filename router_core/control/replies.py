@@ -199,6 +199,10 @@ class RouterMetrics(msgspec.Struct, kw_only=True):
     #: Histogram family key -> label value -> histogram.
     histograms: dict[str, dict[str, HistogramSnapshot]]
     backlog_messages: int
+    #: The router process's user plus system CPU seconds, and resident memory in bytes.
+    #: Default 0: a router that predates them, or cannot read them.
+    cpu_seconds: float = 0.0
+    resident_bytes: int = 0
 
 
 class WorkerMetricsRow(msgspec.Struct, kw_only=True):

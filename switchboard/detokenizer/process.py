@@ -54,6 +54,7 @@ from router_core.wire.split import (
 from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
 from switchboard.detokenizer.rows import RowDetokenizer
 from switchboard.detokenizer.settings import DetokenizerSettings
+from switchboard.process_export import ProcessUsageExport
 from switchboard.text import load_tokenizer
 
 __all__ = ["Detokenizer"]
@@ -86,6 +87,7 @@ class Detokenizer:
         self._open_rids: dict[str, set[str]] = {}
         self._next_evict = 0.0
         self._export: CounterExport | None = None
+        self._usage: ProcessUsageExport | None = None
         self._next_export = 0.0
         #: This incarnation, told to the tokenizer router each second (when it has one).
         self._beacon = IncarnationBeacon(f"detokenizer-{settings.index}", key=settings.key)
@@ -123,6 +125,7 @@ class Detokenizer:
     def _serve(self) -> None:
         settings = self.settings
         self._export = CounterExport("detokenizer")
+        self._usage = ProcessUsageExport("detokenizer", f"detokenizer-{settings.index}")
         tokenizer = settings.tokenizer or load_tokenizer()
         self._rows = RowDetokenizer(
             tokenizer,
@@ -160,8 +163,9 @@ class Detokenizer:
             self._close_idle_destinations(now)
             self._next_evict = now + self.settings.evict_interval_s
         if now >= self._next_export:
-            assert self._export is not None
+            assert self._export is not None and self._usage is not None
             self._export.sync(self.counters)
+            self._usage.sync()
             self._next_export = now + SYNC_INTERVAL_S
         if self._beacon_to is not None:
             beacon = self._beacon.due(now)

@@ -35,6 +35,7 @@ from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRe
 from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
 from switchboard.engine.queueing import QueueingScheduler
 from switchboard.engine.sequences import Sequence, StepResult, StepRow
+from switchboard.process_export import ProcessUsageExport
 
 __all__ = [
     "DEFAULT_LOAD_INTERVAL_S",
@@ -172,6 +173,7 @@ class BuiltinEngine:
 
     def _serve(self) -> None:
         export = CounterExport("engine")
+        usage = ProcessUsageExport("engine", "engine")
         next_export = 0.0
         with self.link:
             log.info("%s up", self.name)
@@ -187,6 +189,7 @@ class BuiltinEngine:
                     self._next_load = now + self.load_interval_s
                 if now >= next_export:
                     export.sync(self.link.counters)
+                    usage.sync()
                     next_export = now + SYNC_INTERVAL_S
         export.sync(self.link.counters)  # what closing the link counted, too
         log.info("%s stopped after %d steps", self.name, self.scheduler.steps)

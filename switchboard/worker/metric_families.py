@@ -81,6 +81,12 @@ class WorkerFamilies:
             ["worker", "reason"],
             registry=None,
         )
+        self.http_refusals: Final[Counter] = Counter(
+            "switchboard_http_refusals_total",
+            "requests the HTTP layer refused before any route (408/421/403/431/503), by reason",
+            ["worker", "reason"],
+            registry=None,
+        )
         self.ignored_fields: Final[Counter] = Counter(
             "switchboard_ignored_fields_total",
             "request body fields no endpoint names, ignored (reject_unknown_fields off)",

@@ -28,10 +28,12 @@ import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final
 
+from httpkit.limits import REFUSAL_STATUSES
 from router_core.counters import Counters
 from router_core.histogram import HOP_BUCKETS, ITL_BUCKETS
 from router_core.wire.finish import LOST_CAUSES
 from switchboard.counter_export import CounterExport
+from switchboard.process_export import ProcessUsageExport
 from switchboard.worker.metric_buffers import FLUSH_INTERVAL_S, CounterBuffer, HistogramBuffer
 from switchboard.worker.metric_families import worker_families
 
@@ -96,6 +98,10 @@ class Metrics:
 
     def bad_request(self, reason: str) -> None:
         """A request was refused as bad input (400, 413 or 415) for ``reason``."""
+
+    def http_refused(self, reason: str) -> None:
+        """The HTTP layer refused a request or connection before any route, for
+        ``reason`` (a key of :data:`httpkit.limits.REFUSAL_STATUSES`)."""
 
     def ignored_field(self, handler: str, name: str) -> None:
         """A request to ``handler`` (a route template) held the unknown field ``name``
@@ -186,6 +192,7 @@ class PrometheusMetrics(Metrics):
             families.message_bytes.labels(route="backward", worker=worker_id)
         )
         self._exports: list[tuple[CounterExport, Counters]] = []
+        self._usage = ProcessUsageExport("worker", f"worker-{worker_id}")
         self._buffers = (
             self.itl,
             self.generation_tokens,
@@ -197,6 +204,8 @@ class PrometheusMetrics(Metrics):
         self._answered: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         for reason in BAD_REQUEST_REASONS:
             families.bad_requests.labels(worker=worker_id, reason=reason)
+        for reason in REFUSAL_STATUSES:
+            families.http_refusals.labels(worker=worker_id, reason=reason)
 
     def http_started(self) -> float:
         arrived = time.monotonic()
@@ -221,6 +230,9 @@ class PrometheusMetrics(Metrics):
 
     def bad_request(self, reason: str) -> None:
         self._families.bad_requests.labels(worker=self.worker_id, reason=reason).inc()
+
+    def http_refused(self, reason: str) -> None:
+        self._families.http_refusals.labels(worker=self.worker_id, reason=reason).inc()
 
     def ignored_field(self, handler: str, name: str) -> None:
         self._families.ignored_fields.labels(
@@ -248,6 +260,7 @@ class PrometheusMetrics(Metrics):
             buffer.flush()
         for export, counters in self._exports:
             export.sync(counters)
+        self._usage.sync()
 
 
 def worker_metrics(worker_id: str) -> Metrics:

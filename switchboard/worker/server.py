@@ -8,11 +8,13 @@ deregisters and exits 0.
 
 Its connections are held to the settings' HTTP limits and ``Host`` allow-list
 (:mod:`httpkit.limits`, :mod:`httpkit.hosts`); each refusal answers in the worker's error
-shape and is counted under ``http_rejected`` by its reason.
+shape and is counted under ``http_rejected`` by its reason, and in Prometheus as
+``switchboard_http_refusals_total``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 from typing import Final
@@ -24,6 +26,7 @@ from httpkit.hosts import AllowedHosts
 from httpkit.limits import Refusals
 from router_core.worker_link import WorkerLink
 from switchboard.worker.errors import error_body
+from switchboard.worker.metrics import Metrics
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = ["listen_socket", "run_server"]
@@ -63,8 +66,14 @@ def run_server(
         hosts=AllowedHosts.from_setting(
             settings.allowed_hosts, bind_host=settings.host, setting=_ALLOWED_HOSTS_SETTING
         ),
-        refusals=Refusals(_refusal_body, lambda reason: link.counters.add("http_rejected", reason)),
+        refusals=Refusals(_refusal_body, functools.partial(_refused, link, app.state.metrics)),
     )
+
+
+def _refused(link: WorkerLink, metrics: Metrics, reason: str) -> None:
+    """Count one refusal of the HTTP layer: in the link's counters and in Prometheus."""
+    link.counters.add("http_rejected", reason)
+    metrics.http_refused(reason)
 
 
 def _refusal_body(status: int, reason: str, message: str) -> bytes:

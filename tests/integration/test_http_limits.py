@@ -33,6 +33,7 @@ import pytest
 from tests.integration.harness import ManagedProcess, ProcessManager, child_env, wait_until
 from tests.integration.harness.admin_stack import admin_stack
 from tests.integration.harness.http_stack import free_port
+from tests.integration.harness.scrape import sample_sum, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -423,3 +424,12 @@ def test_switchboard_up_hands_the_limits_to_both(tmp_path: Path) -> None:
             assert other.status_code == 421 and "allowed_hosts" in other.json()["error"]["message"]
             large = httpx.get(url + probe, headers={"X-Pad": "a" * 9000}, timeout=10.0)
             assert large.status_code == 431
+        foreign = httpx.get(
+            stack.base_url + "/health", headers={"Origin": "http://evil.example"}, timeout=10.0
+        )
+        assert foreign.status_code == 403
+        # Refused before any route, so no http_requests_total series: the refusals family.
+        text = scrape(stack)
+        for reason in ("host_not_allowed", "header_too_large", "origin_not_allowed"):
+            assert sample_sum(text, "switchboard_http_refusals_total", reason=reason) >= 1, reason
+        assert sample_sum(text, "switchboard_http_refusals_total", reason="body_timeout") == 0

@@ -9,6 +9,7 @@ labels, and every ``switchboard_*`` family of the exposition is in the catalogue
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import zmq
 from dashboards.catalogue import load_catalogue
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints, worker_address
 from router_core.transport import connect
+from router_core.version import package_version
 from router_core.wire.codec import frame_batch
 from router_core.wire.outputs import BatchStrOutput
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
@@ -144,3 +146,42 @@ class TestEveryProcessReportsRejects:
             return found if {"engine", "detokenizer", "worker"} <= found else None
 
         wait_until(processes, DEADLINE_S, "rejects from the engine, a detokenizer and a worker")
+
+
+#: Children of the stack that must report their CPU and memory.
+CHILDREN = frozenset({"router", "detok-router", "engine", "detokenizer-0", "worker-w0", "admin"})
+
+
+class TestEveryProcessReportsUsage:
+    """CPU time and memory come from every process of the stack, each its own."""
+
+    def test_each_child_reports_its_cpu_and_memory(self, stack: AdminStack) -> None:
+        """Every child has a CPU-seconds series above 0 and a resident size of at least
+        8 MiB (a Python interpreter's), and no two children report the same size."""
+
+        def usage() -> dict[str, tuple[float, float]] | None:
+            text = scrape(stack)
+            cpu = {
+                labels["child"]: value
+                for labels, value in samples(text, "switchboard_process_cpu_seconds_total")
+            }
+            memory = {
+                labels["child"]: value
+                for labels, value in samples(text, "switchboard_process_resident_memory_bytes")
+            }
+            if not set(cpu) & set(memory) >= CHILDREN:
+                return None
+            return {child: (cpu[child], memory[child]) for child in cpu}
+
+        found = wait_until(usage, DEADLINE_S, "CPU and memory of every child")
+        for child, (cpu, memory) in found.items():
+            assert cpu > 0, child
+            assert memory >= 8 * 2**20, (child, memory)
+        sizes = [memory for _, memory in found.values()]
+        assert len(set(sizes)) == len(sizes), f"children share a reading: {found}"
+
+    def test_build_info_names_the_version(self, stack: AdminStack) -> None:
+        (labels, value), *others = samples(scrape(stack), "switchboard_build_info")
+        assert not others and value == 1
+        assert labels["version"] == package_version()
+        assert labels["python"] == platform.python_version()

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from app.metrics.exposition import merge_families, multiprocess_families, render
 from app.metrics.families import router_families, router_up_family
+from httpkit.limits import REFUSAL_STATUSES
 from switchboard.supervisor.metrics_dir import MetricsDirectory
 from tests.integration.harness.polling import missing
 from tests.unit.app.metrics.snapshots import (
@@ -91,6 +92,16 @@ class TestMultiprocess:
         assert (
             value(nbytes, "switchboard_message_bytes_total", route="backward", worker="w0") == 600
         )
+        refusals = parsed["switchboard_http_refusals"]
+        refused = {
+            s.labels["reason"]: s.value for s in refusals.samples if s.name.endswith("_total")
+        }
+        assert refused == dict.fromkeys(REFUSAL_STATUSES, 0.0) | {"header_too_large": 1.0}
+        child = {"process": "worker", "child": "worker-w0"}
+        cpu = parsed["switchboard_process_cpu_seconds"]
+        assert value(cpu, "switchboard_process_cpu_seconds_total", **child) > 0
+        memory = parsed["switchboard_process_resident_memory_bytes"]
+        assert value(memory, "switchboard_process_resident_memory_bytes", **child) > 2**20
         backward_hops = [s for s in hop.samples if s.labels.get("route") == "backward"]
         assert {s.value for s in backward_hops if s.name.endswith("_count")} == {1}
         promtool = Path("/usr/bin/promtool")
@@ -112,7 +123,11 @@ class TestMultiprocess:
             return [] if gauge is None else [s.value for s in gauge.samples]
 
         assert in_flight() == [1.0]
+        memory = "switchboard_process_resident_memory_bytes"
+        assert memory in by_name(multiprocess_families(tmp_path))
         MetricsDirectory(tmp_path).retire(pid)
         assert in_flight() == []
+        assert memory not in by_name(multiprocess_families(tmp_path)), "a dead child's memory"
+        assert "switchboard_process_cpu_seconds" in by_name(multiprocess_families(tmp_path))
         requests = by_name(multiprocess_families(tmp_path))["switchboard_http_requests"]
         assert sum(s.value for s in requests.samples) == 1

@@ -24,6 +24,24 @@ from tests.unit.app.metrics.snapshots import (
 class TestRouterFamilies:
     """A router snapshot becomes the catalogue's families."""
 
+    def test_a_routers_cpu_and_memory_are_its_childs(self) -> None:
+        """CPU seconds and resident memory are labelled with the router's process and its
+        child's name in the supervisor; a snapshot without them (0 and 0) gives neither."""
+        snapshot = tokenizer_snapshot() | {"cpu_seconds": 1.5, "resident_bytes": 64 << 20}
+        families = by_name(router_families(tokenizer_metrics(snapshot)))
+        labels = {"process": "tokenizer_router", "child": "router"}
+        cpu = families["switchboard_process_cpu_seconds"]
+        assert value(cpu, "switchboard_process_cpu_seconds_total", **labels) == 1.5
+        memory = families["switchboard_process_resident_memory_bytes"]
+        assert value(memory, "switchboard_process_resident_memory_bytes", **labels) == 64 << 20
+        detok = detokenizer_snapshot() | {"cpu_seconds": 0.5, "resident_bytes": 1}
+        families = by_name(router_families(detokenizer_metrics(detok)))
+        cpu = families["switchboard_process_cpu_seconds"]
+        assert cpu.samples[0].labels == {"process": "detokenizer_router", "child": "detok-router"}
+        assert "switchboard_process_cpu_seconds" not in by_name(
+            router_families(tokenizer_metrics())
+        )
+
     def test_tokenizer_router_families(self) -> None:
         """Fabric, registry, pause and engine families, with the snapshot's values."""
         families = by_name(router_families(tokenizer_metrics()))

@@ -34,6 +34,16 @@ def scrape(endpoints: Mapping[str, str], multiproc_dir: Path | None = None) -> d
     return parse(asyncio.run(run()))
 
 
+#: The admin app's own families, in every scrape whatever the routers answer.
+ADMIN_OWN = frozenset(
+    {
+        "switchboard_build_info",
+        "switchboard_process_cpu_seconds",
+        "switchboard_process_resident_memory_bytes",
+    }
+)
+
+
 class TestHostMetrics:
     """A scrape reads both routers at once and never fails for one."""
 
@@ -89,7 +99,7 @@ class TestHostMetrics:
         parsed = scrape({"tokenizer_router": f"ipc://{run_dir}/nobody"})
         up = parsed["switchboard_router_up"]
         assert [(s.labels, s.value) for s in up.samples] == [({"process": "tokenizer_router"}, 0.0)]
-        assert set(parsed) == {"switchboard_router_up"}
+        assert set(parsed) == {"switchboard_router_up", *ADMIN_OWN}
 
     def test_an_unreadable_router_is_down_not_an_error(self, run_dir: Path) -> None:
         """A router answering a snapshot of another shape is router_up 0, families absent."""
@@ -100,4 +110,4 @@ class TestHostMetrics:
             parsed = scrape({"tokenizer_router": endpoint})
         up = parsed["switchboard_router_up"]
         assert [(s.labels, s.value) for s in up.samples] == [({"process": "tokenizer_router"}, 0.0)]
-        assert set(parsed) == {"switchboard_router_up"}
+        assert set(parsed) == {"switchboard_router_up", *ADMIN_OWN}

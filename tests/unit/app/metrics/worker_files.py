@@ -22,6 +22,7 @@ _WORKER_SCRIPT = textwrap.dedent(
     metrics.http_finished(finished, "/generate", 200)
     metrics.http_started()  # still in flight when the process exits
     metrics.bad_request("invalid_prompt")
+    metrics.http_refused("header_too_large")
     timer = metrics.generation(4)
     timer.chunk(1, finished=False)
     timer.chunk(3, finished=True)

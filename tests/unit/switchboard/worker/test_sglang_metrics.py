@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
@@ -87,3 +89,45 @@ def test_engine_gauges_come_from_the_load_snapshot() -> None:
         "sglang:cache_hit_rate": 0.0,
     }
     assert all(family.samples[0].labels == {"model_name": MODEL} for family in found.values())
+
+
+def documented_families() -> dict[str, tuple[str, str]]:
+    """docs/metrics.md's table of SGLang's names: name -> (type, the "from" column)."""
+    text = (Path(__file__).parents[4] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    section = text.split("## SGLang's names on the serving port", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`sglang:"):
+            rows[cells[0].strip("`")] = (cells[1], cells[2])
+    return rows
+
+
+def test_the_docs_table_is_what_the_route_exports() -> None:
+    """Every family the route can export is in docs/metrics.md with its type and source,
+    and nothing else is; the source named is the family it is computed from."""
+    sources = [
+        counter("switchboard_prompt_tokens", {"w0": 1}),
+        counter("switchboard_generation_tokens", {"w0": 1}),
+        *(
+            histogram(f"switchboard_{name}", {"w0": [0, 1, 1]}, {"w0": 0.5})
+            for name in (
+                "time_to_first_token_seconds",
+                "inter_token_latency_seconds",
+                "e2e_request_latency_seconds",
+            )
+        ),
+    ]
+    exported = sglang_families(sources, MODEL, LoadSnapshot(running=1))
+    names = {
+        f"{family.name}_total" if family.type == "counter" else family.name: family.type
+        for family in exported
+    }
+    documented = documented_families()
+    assert {name: kind for name, (kind, _) in documented.items()} == names
+    for source in sources:
+        alone = sglang_families([source], MODEL, None)
+        assert alone, source.name
+        for family in alone:
+            name = f"{family.name}_total" if family.type == "counter" else family.name
+            assert source.name in documented[name][1], (name, source.name)
