@@ -19,6 +19,7 @@ from router_core.worker_link import WorkerIdentity, WorkerLink
 from switchboard.text import TextCodec
 from switchboard.worker import chat_api, native, openai_api, sglang_metrics, sglang_ops
 from switchboard.worker.admin_client import AdminClient
+from switchboard.worker.api_docs import install_api_docs
 from switchboard.worker.errors import install_error_handlers
 from switchboard.worker.generation import Generation
 from switchboard.worker.ignored_fields import IgnoredFields
@@ -82,7 +83,11 @@ def create_app(
         version=settings.version or "dev",
         summary="SGLang-native and OpenAI-compatible generation over a Switchboard router",
         lifespan=lifespan,
+        # FastAPI's pages load Swagger UI and ReDoc from a CDN: /docs is served offline.
+        docs_url=None,
+        redoc_url=None,
     )
+    install_api_docs(app, title="Switchboard worker")
     app.state.settings = settings
     app.state.chat_template = chat_template
     app.state.link = link
