@@ -33,6 +33,7 @@ import json
 import time
 from typing import Any, Final
 
+import msgspec
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -125,19 +126,10 @@ def load_entry(load: LoadSnapshot | None, now_ns: int) -> dict[str, Any]:
     if load is None:
         entry: dict[str, Any] = {"num_reqs": 0, "num_waiting_reqs": 0, "num_tokens": 0}
         return {"dp_rank": 0, **entry, "switchboard": None}
-    ours = {
-        "running": load.running,
-        "waiting": load.waiting,
-        "max_running": load.max_running,
-        "token_usage": load.token_usage,
-        "kv_cells_used": load.kv_cells_used,
-        "kv_cells_total": load.kv_cells_total,
-        "tokens_per_s": load.tokens_per_s,
-        "context_length": load.context_length,
-        "step": load.step,
-        "taken_ns": load.taken_ns,
-        "age_s": max(0.0, (now_ns - load.taken_ns) / 1e9) if load.taken_ns else None,
-    }
+    # Every field of the snapshot (a field added to it shows here too) but the stack key,
+    # which a worker's copy does not hold and an HTTP answer must never carry.
+    ours = {key: value for key, value in msgspec.structs.asdict(load).items() if key != "secret"}
+    ours["age_s"] = max(0.0, (now_ns - load.taken_ns) / 1e9) if load.taken_ns else None
     return {
         "dp_rank": 0,
         "num_reqs": load.running + load.waiting,

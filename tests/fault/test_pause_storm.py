@@ -32,14 +32,13 @@ import pytest
 import zmq
 
 from tests.fault.harness.classify import Outcome
-from tests.fault.harness.engine_probe import engine_steps
 from tests.fault.harness.expected import RequestPlan
 from tests.fault.harness.figures import Figures
 from tests.fault.harness.load import Load
 from tests.fault.harness.modes import scaled
+from tests.fault.harness.pause_agreement import agree, pause_states
 from tests.fault.harness.recovery import wait_restarted
 from tests.fault.harness.stack import FaultStack, fault_stack
-from tests.fault.harness.worker_status import every_worker_status
 from tests.support.zmq_context import bounded_context
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.timeout(600)]
@@ -151,32 +150,6 @@ async def faults(stack: FaultStack, storm: Storm, figures: Figures) -> None:
     finally:
         storm.worker_back.set()
     await kill_when(stack, storm, "router", KILL_ROUTER_AT, storm.router_killed, figures)
-
-
-async def pause_states(
-    stack: FaultStack, context: zmq.Context[zmq.Socket[bytes]]
-) -> dict[str, Any]:
-    """Where each party stands: the router's and each worker's (paused, mode), the engine's
-    paused (not stepping)."""
-    async with stack.async_admin() as admin:
-        status = (await admin.get("/api/status")).json()
-    ids = {role.removeprefix("worker-") for role in stack.workers()}
-    workers = await every_worker_status(stack.base_url, ids)
-    states: dict[str, Any] = {"router": (status["paused"], status["pause_mode"])}
-    for worker_id, info in sorted(workers.items()):
-        states[worker_id] = (info["worker"]["paused"], info["worker"]["pause_mode"])
-    stepping = await asyncio.to_thread(engine_steps, context, stack.run_dir)
-    states["engine"] = (not stepping, None)
-    return states
-
-
-def agree(states: dict[str, Any]) -> bool:
-    """Everyone paused or everyone not; the workers in the router's mode."""
-    paused, mode = states["router"]
-    return all(
-        party_paused == paused and (name == "engine" or not paused or party_mode == mode)
-        for name, (party_paused, party_mode) in states.items()
-    )
 
 
 async def storm_and_settle(stack: FaultStack, figures: Figures) -> dict[str, Any]:

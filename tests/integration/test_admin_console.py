@@ -15,18 +15,14 @@ is also copied to ``tests/artifacts/console.png``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import httpx
 import pytest
 
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
@@ -39,6 +35,7 @@ from tests.integration.harness.console_page import (
     posted,
 )
 from tests.integration.harness.polling import REPO_ROOT, wait_until
+from tests.integration.harness.sse import StreamThread
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -48,7 +45,7 @@ pytestmark = pytest.mark.integration
 #: The engine steps every 20 ms, so 64 tokens take about 1.3 s unless paused.
 STEP_TIME_S = 0.02
 TOKENS = 64
-GENERATE = {"text": "hello", "sampling_params": {"max_new_tokens": TOKENS}, "stream": True}
+GENERATE = {"text": "hello", "sampling_params": {"max_new_tokens": TOKENS}}
 #: The window in which a paused stream must receive nothing; the window is the assertion.
 PAUSED_WINDOW_S = 1.0
 #: Rows of the last step before the pause may still be on their way after the barrier's
@@ -68,55 +65,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminStack]:
             # A test that failed while paused must not leave the drain at shutdown waiting.
             with running.client() as client:
                 client.post("/api/continue", json={"timeout_s": BARRIER_S})
-
-
-@dataclass
-class GenerateStream:
-    """One streaming ``/generate`` read on its own thread: each event and when it came."""
-
-    base_url: str
-    status: int | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
-    arrivals: list[float] = field(default_factory=list)
-    done: bool = False
-    failure: BaseException | None = None
-    thread: threading.Thread | None = None
-
-    def start(self) -> GenerateStream:
-        self.thread = threading.Thread(target=self._read, name="generate-stream", daemon=True)
-        self.thread.start()
-        return self
-
-    def _read(self) -> None:
-        try:
-            with (
-                httpx.Client(base_url=self.base_url, timeout=60.0, trust_env=False) as client,
-                client.stream("POST", "/generate", json=GENERATE) as response,
-            ):
-                self.status = response.status_code
-                for line in response.iter_lines():
-                    if line == "data: [DONE]":
-                        self.done = True
-                    elif line.startswith("data: "):
-                        self.events.append(json.loads(line.removeprefix("data: ")))
-                        self.arrivals.append(time.monotonic())
-        except BaseException as exc:  # reported by the test thread
-            self.failure = exc
-
-    def finish(self, timeout: float) -> None:
-        assert self.thread is not None
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"the stream did not end within {timeout} s"
-        if self.failure is not None:
-            raise AssertionError(f"the stream failed: {self.failure!r}") from self.failure
-
-    @property
-    def completion_tokens(self) -> int:
-        return int(self.events[-1]["meta_info"]["completion_tokens"]) if self.events else 0
-
-    def quiet_for(self) -> float:
-        """Seconds since the last event."""
-        return time.monotonic() - self.arrivals[-1] if self.arrivals else 0.0
 
 
 class Screenshots:
@@ -186,9 +134,10 @@ class TestOperatorConsole:
 
             # Labelled controls: the select is found by its label, the buttons by name.
             page.get_by_label("Pause mode").select_option("in_place")
-            stream = GenerateStream(stack.base_url).start()
-            wait_until(lambda: stream.events or stream.failure, 15.0, "the stream's first event")
-            assert stream.failure is None, stream.failure
+            reading = StreamThread(stack.base_url, GENERATE).start()
+            wait_until(reading.started, 15.0, "the stream's first event")
+            stream = reading.seen
+            assert reading.failure is None and stream.events, (reading.failure, stream.error)
             with page.expect_response(posted("/api/pause"), timeout=UI_TIMEOUT_MS) as answer:
                 page.get_by_role("button", name="Pause", exact=True).click()
             pause = barrier_answer(answer.value, workers)
@@ -227,7 +176,7 @@ class TestOperatorConsole:
             with page.expect_response(posted("/api/continue"), timeout=UI_TIMEOUT_MS) as answer:
                 page.get_by_role("button", name="Continue", exact=True).click()
             resumed = barrier_answer(answer.value, workers)
-            stream.finish(timeout=30.0)
+            reading.finish(timeout=30.0)
             assert stream.status == 200 and stream.done, "the stream did not end with [DONE]"
             assert stream.completion_tokens == TOKENS
             assert stream.events[-1]["meta_info"]["finish_reason"]["type"] == "length"

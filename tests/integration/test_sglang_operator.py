@@ -11,14 +11,12 @@ admin app silent is a bounded 503. One stack for the module, left unpaused by ea
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -27,6 +25,7 @@ import pytest
 from switchboard import __version__
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
 from tests.integration.harness.polling import wait_until
+from tests.integration.harness.sse import StreamThread
 
 pytestmark = pytest.mark.integration
 
@@ -79,56 +78,21 @@ def newest(stack: AdminStack, action: str) -> dict[str, Any]:
     return next(record for record in audit_records(stack) if record["action"] == action)
 
 
-@dataclass
-class Stream:
-    """One streaming ``/generate`` read on a thread of its own."""
-
-    base_url: str
-    body: dict[str, Any]
-    status: int | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
-    done: bool = False
-    failure: BaseException | None = None
-    thread: threading.Thread | None = None
-
-    def start(self) -> Stream:
-        self.thread = threading.Thread(target=self._read, name="stream", daemon=True)
-        self.thread.start()
-        return self
-
-    def _read(self) -> None:
-        try:
-            with (
-                httpx.Client(base_url=self.base_url, timeout=60.0, trust_env=False) as client,
-                client.stream("POST", "/generate", json={**self.body, "stream": True}) as answer,
-            ):
-                self.status = answer.status_code
-                for line in answer.iter_lines():
-                    if line == "data: [DONE]":
-                        self.done = True
-                    elif line.startswith("data: "):
-                        self.events.append(json.loads(line.removeprefix("data: ")))
-        except BaseException as exc:  # reported by the test's thread
-            self.failure = exc
-
-    def finish(self, timeout: float) -> dict[str, Any]:
-        """The last event, once the stream ended within ``timeout``."""
-        assert self.thread is not None
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"the stream did not end within {timeout} s"
-        assert self.failure is None, f"the stream failed: {self.failure!r}"
-        assert self.done and self.events, (self.status, self.events[-1:])
-        return self.events[-1]
-
-
-def long_stream(stack: AdminStack) -> tuple[str, Stream]:
+def long_stream(stack: AdminStack) -> tuple[str, StreamThread]:
     """A stream of 2000 tokens (40 s), once its first event arrived."""
     rid = f"abort-me-{secrets.token_hex(4)}"
     body = {"text": "hello", "rid": rid, "sampling_params": {"max_new_tokens": 2000}}
-    stream = Stream(stack.base_url, body).start()
-    wait_until(lambda: stream.events or stream.failure, 30.0, "the stream's first event")
-    assert stream.failure is None, stream.failure
+    stream = StreamThread(stack.base_url, body).start()
+    wait_until(stream.started, 30.0, "the stream's first event")
+    assert stream.failure is None and stream.seen.events, (stream.failure, stream.seen.error)
     return rid, stream
+
+
+def last_event(stream: StreamThread, timeout: float) -> dict[str, Any]:
+    """The last event of ``stream``, which ended with [DONE] within ``timeout``."""
+    seen = stream.finish(timeout)
+    assert seen.done and seen.events, (seen.status, seen.events[-1:], seen.error)
+    return seen.events[-1]
 
 
 class TestPauseAndContinue:
@@ -232,7 +196,7 @@ class TestAbort:
         body = answer.json()
         assert (body["status"], body["rid"], body["abort_all"]) == ("ok", rid, False)
         assert sorted(body["sent_for"]) == ["w0", "w1"]
-        last = stream.finish(10.0)
+        last = last_event(stream, 10.0)
         reason = last["meta_info"]["finish_reason"]
         assert reason == {"type": "abort", "message": "aborted by an operator"}
         assert last["meta_info"]["completion_tokens"] < 2000
@@ -247,7 +211,7 @@ class TestAbort:
             answer = client.post("/abort_request", json={"abort_all": True})
         assert answer.status_code == 200, answer.text
         for stream in streams:
-            assert stream.finish(10.0)["meta_info"]["finish_reason"]["type"] == "abort"
+            assert last_event(stream, 10.0)["meta_info"]["finish_reason"]["type"] == "abort"
 
     def test_neither_rid_nor_abort_all_is_a_400(self, stack: AdminStack) -> None:
         """An abort that names nothing is refused, saying what to send."""

@@ -1,17 +1,20 @@
-"""``/generate`` streams as a client sees them: read one to its end (:func:`generate_stream`)
-and say what is wrong with it (:func:`stream_problems`)."""
+"""``/generate`` streams as a client sees them: read one to its end (:func:`generate_stream`,
+or :class:`StreamThread` for a test that acts while it arrives) and say what is wrong
+with it (:func:`stream_problems`)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-__all__ = ["SseStream", "generate_stream", "stream_problems"]
+__all__ = ["SseStream", "StreamThread", "generate_stream", "stream_problems"]
 
 
 @dataclass
@@ -38,6 +41,10 @@ class SseStream:
     def text(self) -> str:
         return str(self.events[-1]["text"]) if self.events else ""
 
+    def quiet_for(self) -> float:
+        """Seconds since the last event (0 before the first)."""
+        return time.monotonic() - self.arrivals[-1] if self.arrivals else 0.0
+
 
 async def generate_stream(
     client: httpx.AsyncClient, body: dict[str, Any], into: SseStream | None = None
@@ -61,6 +68,49 @@ async def generate_stream(
                 seen.events.append(json.loads(line.removeprefix("data: ")))
                 seen.arrivals.append(time.monotonic())
     return seen
+
+
+class StreamThread:
+    """One :func:`generate_stream` read on a thread of its own, so that a synchronous test
+    (a browser's, an operator's) can act while it arrives: :attr:`seen` fills in as
+    events come, :meth:`finish` waits (bounded) for its end and re-raises a failure."""
+
+    def __init__(self, base_url: str, body: dict[str, Any], *, timeout_s: float = 60.0) -> None:
+        self.base_url = base_url
+        self.body = body
+        self.timeout_s = timeout_s
+        self.seen = SseStream()
+        #: What ended the read other than its end (reported by :meth:`finish`).
+        self.failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._read, name="generate-stream", daemon=True)
+
+    def start(self) -> StreamThread:
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        async def read() -> None:
+            async with httpx.AsyncClient(
+                base_url=self.base_url, timeout=self.timeout_s, trust_env=False
+            ) as client:
+                await generate_stream(client, self.body, into=self.seen)
+
+        try:
+            asyncio.run(read())
+        except BaseException as exc:  # reported by the test's thread
+            self.failure = exc
+
+    def started(self) -> bool:
+        """Whether the first event came, or the read failed (for a bounded wait)."""
+        return bool(self.seen.events) or self.failure is not None or self.seen.error is not None
+
+    def finish(self, timeout: float) -> SseStream:
+        """The stream, once it ended within ``timeout`` without failing."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the stream did not end within {timeout} s"
+        if self.failure is not None:
+            raise AssertionError(f"the stream failed: {self.failure!r}") from self.failure
+        return self.seen
 
 
 def stream_problems(

@@ -52,3 +52,13 @@ class TestLoadEntry:
         assert (entry["num_reqs"], entry["num_waiting_reqs"], entry["num_tokens"]) == (5, 2, 640)
         ours = entry["switchboard"]
         assert (ours["running"], ours["kv_cells_total"], ours["age_s"]) == (3, 4096, 2.5)
+
+    def test_every_field_but_the_stack_key(self) -> None:
+        """The whole snapshot shows (a field added to LoadSnapshot shows too), except its
+        secret, which an HTTP answer must never carry."""
+        load = LoadSnapshot(running=1, features=["logprobs"], engine_started_ns=7, secret="s3")
+        ours = load_entry(load, 0)["switchboard"]
+        expected = {field for field in LoadSnapshot.__struct_fields__ if field != "secret"}
+        assert set(ours) == expected | {"age_s"}
+        assert ours["features"] == ["logprobs"] and ours["engine_started_ns"] == 7
+        assert "s3" not in str(ours) and ours["age_s"] is None

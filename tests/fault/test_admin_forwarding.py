@@ -1,0 +1,231 @@
+"""The admin app SIGKILLed while workers forward SGLang's operator calls to it, under load.
+
+SGLang's ``/pause_generation`` and ``/continue_generation`` on the serving port are the
+admin app's barrier: the worker that takes a call forwards it with its caller's token
+(``switchboard/worker/admin_client.py``). Four clients send :data:`OPERATIONS` of them
+through the serving port while streaming generations run; when :data:`KILL_AT` have
+started the admin app is SIGKILLed (calls in flight in it lose their answer), and calls
+from :data:`BACK_GATE` on wait until the supervisor has it back. What must hold:
+
+* every call is answered within its ``timeout_s`` plus :data:`SLACK_S`: 200, a
+  barrier's 504, or a 503, which while the admin app is down names it
+  (``admin_unavailable``); never a wait on a dead peer;
+* the generations each complete exactly or end with a clear error: never a wrong text,
+  never a hang;
+* afterwards the router, every worker and the engine are in one pause state, within
+  :data:`SETTLE_S` (the barrier's state is the router's, which the kill did not touch);
+* a continue through the serving port then completes and a request comes back exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fault.harness.classify import Outcome
+from tests.fault.harness.expected import RequestPlan
+from tests.fault.harness.figures import Figures
+from tests.fault.harness.load import Load
+from tests.fault.harness.modes import scaled
+from tests.fault.harness.pause_agreement import agree, pause_states
+from tests.fault.harness.recovery import wait_restarted
+from tests.fault.harness.stack import FaultStack, fault_stack
+from tests.support.zmq_context import bounded_context
+
+pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.timeout(600)]
+
+OPERATIONS = scaled(200, 2000)
+CLIENTS = 4
+KILL_AT = OPERATIONS * 30 // 100
+#: Operations from here on wait for the admin app to be back (and, as a safety gate,
+#: for the kill to have happened).
+BACK_GATE = OPERATIONS * 70 // 100
+TIMEOUTS_S = (0.5, 1.0, 2.0)
+MODES = ("abort", "retract", "in_place")
+#: Streaming clients generating while the storm runs.
+STREAMS = 4
+#: What an answer may take beyond the timeout it was asked for.
+SLACK_S = 2.0
+#: How long a client waits at most, so that an overdue answer is measured, not cut.
+CLIENT_WAIT_S = 30.0
+SETTLE_S = 15.0
+#: How long the admin app is stopped before it is killed: calls pile up in it.
+STOPPED_S = 0.3
+
+
+@dataclass
+class Call:
+    """One operator call through the serving port."""
+
+    number: int
+    path: str
+    started: float
+    timeout_s: float
+    latency_s: float
+    status: int | None
+    code: str
+
+
+class Storm:
+    """Numbering and the gate: calls from :data:`BACK_GATE` on wait for the admin app."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.calls: list[Call] = []
+        self.admin_back = asyncio.Event()
+        #: ``time.monotonic()`` of the SIGKILL.
+        self.killed_at: float | None = None
+
+    async def next_number(self) -> int:
+        number = self.started
+        self.started += 1
+        if number >= BACK_GATE:
+            await self.admin_back.wait()
+        return number
+
+
+def serving(stack: FaultStack) -> httpx.AsyncClient:
+    """A client of the serving port with the operator's token (forwarded as it is)."""
+    return httpx.AsyncClient(
+        base_url=stack.base_url,
+        headers={"Authorization": f"Bearer {stack.token}"},
+        trust_env=False,
+    )
+
+
+def why(answer: httpx.Response) -> str:
+    """A refused call's cause in a word, from the message its error body gives."""
+    try:
+        message = str(answer.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"unreadable {answer.status_code}: {answer.text[:80]}"
+    if answer.status_code == 503 and "the admin app at" in message:
+        return "admin_unavailable"
+    if answer.status_code == 504 and "acknowledge" in message:
+        return "barrier_timeout"
+    return f"{answer.status_code}: {message[:80]}"
+
+
+async def storm_client(stack: FaultStack, storm: Storm, rng: random.Random, count: int) -> None:
+    async with serving(stack) as client:
+        for _ in range(count):
+            number = await storm.next_number()
+            timeout_s = rng.choice(TIMEOUTS_S)
+            body: dict[str, object] = {"timeout_s": timeout_s}
+            path = "/continue_generation"
+            if rng.random() < 0.5:
+                path, body["mode"] = "/pause_generation", rng.choice(MODES)
+            started = time.monotonic()
+            status: int | None = None
+            code = ""
+            try:
+                answer = await client.post(path, json=body, timeout=timeout_s + CLIENT_WAIT_S)
+                status = answer.status_code
+                if status != 200:
+                    code = why(answer)
+            except httpx.TimeoutException:
+                code = "client timeout"
+            except httpx.HTTPError as exc:
+                code = f"{type(exc).__name__}: {exc}"
+            latency = time.monotonic() - started
+            storm.calls.append(Call(number, path, started, timeout_s, latency, status, code))
+
+
+async def kill_admin(stack: FaultStack, storm: Storm, figures: Figures) -> None:
+    """SIGKILL the admin app once :data:`KILL_AT` calls have started; wait until it is back."""
+    try:
+        while storm.started < KILL_AT:
+            await asyncio.sleep(0.001)
+        old = stack.pid("admin")
+        os.kill(old, signal.SIGSTOP)
+        await asyncio.sleep(STOPPED_S)
+        storm.killed_at = killed_at = time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        figures.set("killed_at_operation", storm.started)
+        async with stack.async_admin() as admin:
+            _new, ready_at = await wait_restarted(stack, admin, "admin", old, 60.0)
+        figures.set("admin_restart_s", ready_at - killed_at)
+    finally:
+        storm.admin_back.set()
+
+
+async def storm_under_load(stack: FaultStack, figures: Figures) -> None:
+    plan = RequestPlan.build("forwarded", size=64)
+    async with Load(stack.base_url, plan, label="forwarded") as load:
+        load.closed(STREAMS)
+        storm = Storm()
+        rng = random.Random(20261207)
+        share = OPERATIONS // CLIENTS
+        clients = [
+            storm_client(stack, storm, random.Random(rng.random()), share) for _ in range(CLIENTS)
+        ]
+        fault = asyncio.create_task(kill_admin(stack, storm, figures))
+        await asyncio.gather(*clients)
+        try:
+            await fault
+        except AssertionError as exc:
+            figures.note(f"fault: {exc}")
+        calls = storm.calls
+        overdue = [c for c in calls if c.status is None or c.latency_s > c.timeout_s + SLACK_S]
+        figures.set("operations", len(calls))
+        figures.set("statuses", dict(Counter(str(call.status) for call in calls)))
+        figures.set("codes", dict(Counter(call.code for call in calls if call.code)))
+        figures.set("max_over_timeout_s", max(c.latency_s - c.timeout_s for c in calls))
+        figures.set("overdue", len(overdue))
+        killed = storm.killed_at
+        cut = [c for c in calls if killed and c.started < killed < c.started + c.latency_s]
+        figures.set("in_flight_at_kill", len(cut))
+        figures.set("cut_codes", dict(Counter(call.code for call in cut)))
+        for call in overdue[:10]:
+            figures.note(f"overdue: {call}")
+        with bounded_context() as context:
+            deadline = time.monotonic() + SETTLE_S
+            states = await pause_states(stack, context)
+            while not agree(states) and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                states = await pause_states(stack, context)
+        figures.set("final_states", {name: list(state) for name, state in states.items()})
+        figures.set("agree", agree(states))
+        async with serving(stack) as client:
+            answer = await client.post("/continue_generation", json={"timeout_s": 5}, timeout=30)
+        figures.set("final_continue", answer.status_code)
+        await load.stop()
+        figures.set("requests", len(load.ended()))
+        figures.set("outcomes", dict(Counter(r.outcome.value for r in load.ended())))
+        figures.failures(load.ended())
+        after = await load.request()
+        figures.set("request_after", after.outcome.value)
+
+
+class TestAdminKilledMidForward:
+    def test_calls_answered_in_time_and_one_state_after(self, tmp_path: Path) -> None:
+        """Operator calls through the serving port across an admin app SIGKILL under load:
+        each answered in time, the streams exact or clearly ended, one state after."""
+        figures = Figures("SIGKILL admin app during forwarded pause/continue")
+        with fault_stack(tmp_path) as stack:
+            asyncio.run(storm_under_load(stack, figures))
+            figures.report()
+            values = figures.values
+            assert values["operations"] == OPERATIONS
+            assert values["overdue"] == 0, figures.notes
+            assert set(values["statuses"]) <= {"200", "503", "504"}, values["statuses"]
+            assert "killed_at_operation" in values, figures.notes
+            codes = set(values["codes"])
+            assert codes <= {"admin_unavailable", "barrier_timeout"}, codes
+            assert "admin_unavailable" in codes, "no call met the admin app down"
+            assert values["in_flight_at_kill"] >= 1, "no call was in the admin app when killed"
+            outcomes = values["outcomes"]
+            assert outcomes.get(Outcome.OK.value, 0) > 0, outcomes
+            assert not {Outcome.WRONG_TEXT.value, Outcome.HUNG.value} & set(outcomes), figures.notes
+            assert values["agree"], values["final_states"]
+            assert values["final_continue"] == 200
+            assert values["request_after"] == Outcome.OK.value
