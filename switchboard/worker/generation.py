@@ -18,6 +18,7 @@ from typing import Any
 
 from httpkit.spans import server_traceparent
 from router_core.wire import Kind
+from router_core.wire.finish import length_reason
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
 from router_core.worker_link import OutputRow, RequestLost, WorkerLink, finish_reason_of
@@ -263,10 +264,18 @@ class Generation:
         """Generate; yield a chunk per batch of rows that arrived together, the last one
         carrying the finish reason. ``logprobs``: None for none, else the alternatives
         per token (0: the chosen token's alone). Raises ``AdmissionRefused``/
-        ``RouterUnavailable`` before the first chunk; leaving early aborts the request."""
+        ``RouterUnavailable`` before the first chunk; leaving early aborts the request.
+
+        ``max_new_tokens`` 0 (SGLang allows it) is admitted as any request is, then
+        answered at once with no text and finish reason length 0: the engine is not asked
+        for nothing, so an engine never sees a request it may not expect."""
         self.check_length(prompt, params.max_new_tokens)
         await self.link.wait_admission()
         self._check_rid_free(rid)
+        if params.max_new_tokens == 0:
+            self.metrics.generation(len(prompt.ids)).chunk(0, finished=True)
+            yield TextChunk("", len(prompt.ids), 0, 0, length_reason(0))
+            return
         request = GenerateRequest(
             rid=rid,
             input_ids=prompt.ids,

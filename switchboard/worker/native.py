@@ -45,7 +45,9 @@ def sampling_params(params: NativeSamplingParams, default_max_new_tokens: int) -
     """The wire ``SamplingParams`` of a native ``sampling_params`` object."""
     stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
     return SamplingParams(
-        max_new_tokens=params.max_new_tokens or default_max_new_tokens,
+        max_new_tokens=(
+            default_max_new_tokens if params.max_new_tokens is None else params.max_new_tokens
+        ),
         min_new_tokens=params.min_new_tokens,
         temperature=params.temperature,
         top_p=params.top_p,

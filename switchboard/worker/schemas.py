@@ -69,7 +69,8 @@ class NativeSamplingParams(Body):
 
     location = "sampling_params"
 
-    max_new_tokens: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    #: 0, as SGLang allows: answered at once with no tokens (the engine is not asked).
+    max_new_tokens: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
     min_new_tokens: Count = 0
     temperature: Annotated[float, Field(ge=0)] = 1.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0

@@ -164,6 +164,29 @@ class TestNativeStreaming:
             final[payload["index"]] = payload["text"]
         assert final == {0: predictor.text(ids[0], 4), 1: predictor.text(ids[1], 4)}
 
+    def test_zero_new_tokens_answers_at_once_as_sglang_does(self, stack: HttpStack) -> None:
+        """max_new_tokens 0 (which SGLang allows): no text, no tokens, finish reason
+        length 0 and the prompt's token count, streaming or not, with n samples, and the
+        engine never sees the request."""
+        before = generate_counts(stack)
+        body = {"text": "nothing more", "sampling_params": {"max_new_tokens": 0}}
+        with httpx.Client(base_url=stack.base_url, timeout=HTTP_TIMEOUT) as client:
+            answer = client.post("/generate", json=body).raise_for_status().json()
+            meta = answer["meta_info"]
+            assert answer["text"] == "" and meta["completion_tokens"] == 0
+            assert meta["prompt_tokens"] > 0
+            assert meta["finish_reason"] == {"type": "length", "length": 0}
+            samples = {**body, "sampling_params": {"max_new_tokens": 0, "n": 2}}
+            both = client.post("/generate", json=samples).raise_for_status().json()
+            assert [r["text"] for r in both] == ["", ""]
+            streamed = {**body, "stream": True}
+            with client.stream("POST", "/generate", json=streamed) as response:
+                lines = [line for line in response.iter_lines() if line]
+        assert lines[-1] == "data: [DONE]" and len(lines) == 2, lines
+        event = json.loads(lines[0].removeprefix("data: "))
+        assert event["text"] == "" and event["meta_info"]["finish_reason"]["length"] == 0
+        assert generate_counts(stack) == before, "the engine was asked for nothing"
+
     def test_leaving_a_stream_early_aborts_it_in_the_engine(self, stack: HttpStack) -> None:
         """A client that closes a long stream after a few events frees the engine: the
         request stops running there instead of generating its 8000 tokens."""

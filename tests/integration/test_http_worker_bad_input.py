@@ -47,9 +47,9 @@ BAD_REQUESTS: list[tuple[str, str, Any, str, int]] = [
     ("id_out_of_vocab", "/generate", {"input_ids": [5, 10**6]}, "application/json", 400),
     ("negative_id", "/v1/completions", {"model": MODEL, "prompt": [-1]}, "application/json", 400),
     (
-        "zero_max_new_tokens",
+        "negative_max_new_tokens",
         "/generate",
-        {"text": "a", "sampling_params": {"max_new_tokens": 0}},
+        {"text": "a", "sampling_params": {"max_new_tokens": -1}},
         "application/json",
         400,
     ),
