@@ -3,7 +3,8 @@
 The built-in engine's texts follow from a rule (``harness/expected.py``); a real model's
 do not, so each text here is what llama-cpp-python's own ``Llama`` generates greedily
 for the prompt alone (:class:`tests.support.llama_models.GreedyReference`) on the tiny
-generated model, decoded by the model's own tokenizer. The requests ask for greedy
+generated model, as llama.cpp's server would stream it (each id's piece, a leading space
+kept: :func:`tests.support.llama_vocab.llama_pieces`). The requests ask for greedy
 sampling and ``ignore_eos``, so every one runs to its ``max_tokens``; the tiny model's
 greedy margins stand far above float rounding (``docs/engine.md``, section 9), so its
 tokens are the same alone or batched, before and after a pause, a retract or an engine
@@ -15,9 +16,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from switchboard.text import load_tokenizer
+from switchboard.text import GgufTokenizer, load_tokenizer
 from tests.fault.harness.expected import COMPLETIONS_EVERY, Endpoint, RequestPlan, RequestSpec
 from tests.support.llama_models import GreedyReference, tiny_model
+from tests.support.llama_vocab import llama_pieces
 
 __all__ = ["GREEDY", "llama_plan", "model_path"]
 
@@ -39,6 +41,7 @@ def llama_plan(
     model = model_path()
     reference = GreedyReference(model)
     tokenizer = load_tokenizer(model)
+    assert isinstance(tokenizer, GgufTokenizer)
     span = max_tokens - min_tokens + 1
     specs: list[RequestSpec] = []
     try:
@@ -48,7 +51,7 @@ def llama_plan(
             ids = reference.tokens(reference.text_tokens(prompt), tokens)
             openai = index % COMPLETIONS_EVERY == COMPLETIONS_EVERY - 1
             endpoint: Endpoint = "completions" if openai else "generate"
-            text = tokenizer.decode(ids)
+            text = llama_pieces(tokenizer, ids)
             specs.append(RequestSpec(index, endpoint, prompt, tokens, text, GREEDY))
     finally:
         reference.close()
