@@ -25,7 +25,6 @@ import random
 import signal
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -36,10 +35,10 @@ from tests.fault.harness.expected import RequestPlan
 from tests.fault.harness.figures import Figures
 from tests.fault.harness.load import Load
 from tests.fault.harness.modes import scaled
-from tests.fault.harness.pause_agreement import agree, pause_states
+from tests.fault.harness.operator_storm import Call, Storm, overdue, storm_client
+from tests.fault.harness.pause_agreement import SETTLE_S, settle
 from tests.fault.harness.recovery import wait_restarted
 from tests.fault.harness.stack import FaultStack, fault_stack
-from tests.support.zmq_context import bounded_context
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -49,48 +48,12 @@ KILL_AT = OPERATIONS * 30 // 100
 #: Operations from here on wait for the admin app to be back (and, as a safety gate,
 #: for the kill to have happened).
 BACK_GATE = OPERATIONS * 70 // 100
-TIMEOUTS_S = (0.5, 1.0, 2.0)
-MODES = ("abort", "retract", "in_place")
 #: Streaming clients generating while the storm runs.
 STREAMS = 4
 #: What an answer may take beyond the timeout it was asked for.
 SLACK_S = 2.0
-#: How long a client waits at most, so that an overdue answer is measured, not cut.
-CLIENT_WAIT_S = 30.0
-SETTLE_S = 15.0
 #: How long the admin app is stopped before it is killed: calls pile up in it.
 STOPPED_S = 0.3
-
-
-@dataclass
-class Call:
-    """One operator call through the serving port."""
-
-    number: int
-    path: str
-    started: float
-    timeout_s: float
-    latency_s: float
-    status: int | None
-    code: str
-
-
-class Storm:
-    """Numbering and the gate: calls from :data:`BACK_GATE` on wait for the admin app."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.calls: list[Call] = []
-        self.admin_back = asyncio.Event()
-        #: ``time.monotonic()`` of the SIGKILL.
-        self.killed_at: float | None = None
-
-    async def next_number(self) -> int:
-        number = self.started
-        self.started += 1
-        if number >= BACK_GATE:
-            await self.admin_back.wait()
-        return number
 
 
 def serving(stack: FaultStack) -> httpx.AsyncClient:
@@ -115,86 +78,73 @@ def why(answer: httpx.Response) -> str:
     return f"{answer.status_code}: {message[:80]}"
 
 
-async def storm_client(stack: FaultStack, storm: Storm, rng: random.Random, count: int) -> None:
+async def forwarding_client(
+    stack: FaultStack, storm: Storm, rng: random.Random, count: int
+) -> None:
     async with serving(stack) as client:
-        for _ in range(count):
-            number = await storm.next_number()
-            timeout_s = rng.choice(TIMEOUTS_S)
-            body: dict[str, object] = {"timeout_s": timeout_s}
-            path = "/continue_generation"
-            if rng.random() < 0.5:
-                path, body["mode"] = "/pause_generation", rng.choice(MODES)
-            started = time.monotonic()
-            status: int | None = None
-            code = ""
-            try:
-                answer = await client.post(path, json=body, timeout=timeout_s + CLIENT_WAIT_S)
-                status = answer.status_code
-                if status != 200:
-                    code = why(answer)
-            except httpx.TimeoutException:
-                code = "client timeout"
-            except httpx.HTTPError as exc:
-                code = f"{type(exc).__name__}: {exc}"
-            latency = time.monotonic() - started
-            storm.calls.append(Call(number, path, started, timeout_s, latency, status, code))
+        paths = ("/pause_generation", "/continue_generation")
+        await storm_client(client, storm, rng, count, paths=paths, why=why)
 
 
-async def kill_admin(stack: FaultStack, storm: Storm, figures: Figures) -> None:
-    """SIGKILL the admin app once :data:`KILL_AT` calls have started; wait until it is back."""
+async def kill_admin(
+    stack: FaultStack, storm: Storm, back: asyncio.Event, figures: Figures
+) -> float:
+    """Once :data:`KILL_AT` calls have started, stop the admin app for :data:`STOPPED_S`,
+    SIGKILL it and wait until it is back; ``back`` is set then (or on failure). Returns
+    the ``time.monotonic()`` of the SIGKILL."""
     try:
         while storm.started < KILL_AT:
             await asyncio.sleep(0.001)
         old = stack.pid("admin")
         os.kill(old, signal.SIGSTOP)
         await asyncio.sleep(STOPPED_S)
-        storm.killed_at = killed_at = time.monotonic()
+        killed_at = time.monotonic()
         os.kill(old, signal.SIGKILL)
         figures.set("killed_at_operation", storm.started)
         async with stack.async_admin() as admin:
             _new, ready_at = await wait_restarted(stack, admin, "admin", old, 60.0)
         figures.set("admin_restart_s", ready_at - killed_at)
+        return killed_at
     finally:
-        storm.admin_back.set()
+        back.set()
+
+
+def call_figures(calls: list[Call], killed_at: float | None, figures: Figures) -> None:
+    """How the storm's calls were answered, and those cut by the kill."""
+    late = overdue(calls, SLACK_S)
+    figures.set("operations", len(calls))
+    figures.set("statuses", dict(Counter(str(call.status) for call in calls)))
+    figures.set("codes", dict(Counter(call.error for call in calls if call.error)))
+    figures.set("max_over_timeout_s", max(c.latency_s - c.timeout_s for c in calls))
+    figures.set("overdue", len(late))
+    cut = [c for c in calls if killed_at is not None and c.in_flight_at(killed_at)]
+    figures.set("in_flight_at_kill", len(cut))
+    figures.set("cut_codes", dict(Counter(call.error for call in cut)))
+    for call in late[:10]:
+        figures.note(f"overdue: {call}")
 
 
 async def storm_under_load(stack: FaultStack, figures: Figures) -> None:
     plan = RequestPlan.build("forwarded", size=64)
     async with Load(stack.base_url, plan, label="forwarded") as load:
         load.closed(STREAMS)
-        storm = Storm()
+        back = asyncio.Event()
+        storm = Storm([(BACK_GATE, back)])
         rng = random.Random(20261207)
         share = OPERATIONS // CLIENTS
         clients = [
-            storm_client(stack, storm, random.Random(rng.random()), share) for _ in range(CLIENTS)
+            forwarding_client(stack, storm, random.Random(rng.random()), share)
+            for _ in range(CLIENTS)
         ]
-        fault = asyncio.create_task(kill_admin(stack, storm, figures))
+        fault = asyncio.create_task(kill_admin(stack, storm, back, figures))
         await asyncio.gather(*clients)
+        killed_at = None
         try:
-            await fault
+            killed_at = await fault
         except AssertionError as exc:
             figures.note(f"fault: {exc}")
-        calls = storm.calls
-        overdue = [c for c in calls if c.status is None or c.latency_s > c.timeout_s + SLACK_S]
-        figures.set("operations", len(calls))
-        figures.set("statuses", dict(Counter(str(call.status) for call in calls)))
-        figures.set("codes", dict(Counter(call.code for call in calls if call.code)))
-        figures.set("max_over_timeout_s", max(c.latency_s - c.timeout_s for c in calls))
-        figures.set("overdue", len(overdue))
-        killed = storm.killed_at
-        cut = [c for c in calls if killed and c.started < killed < c.started + c.latency_s]
-        figures.set("in_flight_at_kill", len(cut))
-        figures.set("cut_codes", dict(Counter(call.code for call in cut)))
-        for call in overdue[:10]:
-            figures.note(f"overdue: {call}")
-        with bounded_context() as context:
-            deadline = time.monotonic() + SETTLE_S
-            states = await pause_states(stack, context)
-            while not agree(states) and time.monotonic() < deadline:
-                await asyncio.sleep(0.5)
-                states = await pause_states(stack, context)
-        figures.set("final_states", {name: list(state) for name, state in states.items()})
-        figures.set("agree", agree(states))
+        call_figures(storm.calls, killed_at, figures)
+        await settle(stack, figures, SETTLE_S)
         async with serving(stack) as client:
             answer = await client.post("/continue_generation", json={"timeout_s": 5}, timeout=30)
         figures.set("final_continue", answer.status_code)

@@ -11,9 +11,9 @@ restart shows as a wrong text. Three faults, each on its own stack:
 * **pause/continue storm** under streaming load: four admin clients send pauses in every
   mode and continues in random order; ``abort`` ends the running requests with a clear
   abort, ``retract`` and ``in_place`` leave every stream's text unchanged; afterwards
-  the router, every worker and the engine are in one pause state (within ``SETTLE_S``),
-  a continue lets requests through exactly again, and the engine's KV cells are all
-  free;
+  the router, every worker and the engine are in one pause state (within
+  ``pause_agreement.SETTLE_S``), a continue lets requests through exactly again, and the
+  engine's KV cells are all free;
 * **soak** at a steady rate (30 s; 10 minutes with ``make soak``): every request exact,
   the engine's resident memory flat, and its KV cells all free once the load stops.
 """
@@ -29,19 +29,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 
 from tests.fault.harness.classify import Outcome
 from tests.fault.harness.figures import Figures
 from tests.fault.harness.llama_plan import llama_plan, model_path
 from tests.fault.harness.load import Load
 from tests.fault.harness.modes import scaled
+from tests.fault.harness.pause_agreement import settle
 from tests.fault.harness.procfs import rss_total
 from tests.fault.harness.scenario import kill_during_load
 from tests.fault.harness.stack import FaultStack, StackConfig, fault_stack
 from tests.fault.test_kill_roles import check
-from tests.fault.test_pause_storm import SETTLE_S, agree, pause_states
-from tests.support.zmq_context import bounded_context
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -178,20 +176,6 @@ async def storm_under_load(stack: FaultStack, figures: Figures) -> None:
         ][:5],
     )
     await kv_freed(stack, figures)
-
-
-async def settle(stack: FaultStack, figures: Figures) -> None:
-    """Wait (bounded) until the router, every worker and the engine are in one pause
-    state, as after the built-in engine's storm (``test_pause_storm.py``)."""
-    context: zmq.Context[zmq.Socket[bytes]]
-    with bounded_context() as context:
-        deadline = time.monotonic() + SETTLE_S
-        states = await pause_states(stack, context)
-        while not agree(states) and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            states = await pause_states(stack, context)
-    figures.set("final_states", {name: list(state) for name, state in states.items()})
-    figures.set("agree", agree(states))
 
 
 async def soak(stack: FaultStack, figures: Figures) -> None:

@@ -23,23 +23,25 @@ import random
 import signal
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-import zmq
 
 from tests.fault.harness.classify import Outcome
 from tests.fault.harness.expected import RequestPlan
 from tests.fault.harness.figures import Figures
 from tests.fault.harness.load import Load
 from tests.fault.harness.modes import scaled
-from tests.fault.harness.pause_agreement import agree, pause_states
+from tests.fault.harness.operator_storm import (
+    CLIENT_WAIT_S,
+    Call,
+    Storm,
+    overdue,
+    storm_client,
+)
+from tests.fault.harness.pause_agreement import settle
 from tests.fault.harness.recovery import wait_restarted
 from tests.fault.harness.stack import FaultStack, fault_stack
-from tests.support.zmq_context import bounded_context
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -52,82 +54,41 @@ KILL_ROUTER_AT = WORKER_BACK_GATE + CLIENTS
 #: Safety gates: a kill always comes before the storm ends.
 WORKER_KILLED_GATE = KILL_WORKER_AT + 50
 ROUTER_KILLED_GATE = OPERATIONS * 95 // 100
-TIMEOUTS_S = (0.5, 1.0, 2.0)
-MODES = ("abort", "retract", "in_place")
 #: What an answer may take beyond the timeout it was asked for.
 SLACK_S = 2.0
-#: How long a client waits at most, so that an overdue answer is measured, not cut.
-CLIENT_WAIT_S = 30.0
 #: How long the stack has after the storm to agree on one pause state.
 SETTLE_S = 15.0
 
 
-@dataclass
-class Call:
-    """One admin API call of the storm."""
-
-    number: int
-    action: str
-    mode: str | None
-    timeout_s: float
-    latency_s: float
-    status: int | None
-    error: str
-
-
-class Storm:
-    """The storm's shared state: numbering, the fault gates, every call made."""
+class GatedStorm(Storm):
+    """The storm, gated on its two faults: calls wait for ``w1``'s kill, then for it to
+    be back, then for the router's kill."""
 
     def __init__(self) -> None:
-        self.started = 0
-        self.calls: list[Call] = []
         self.worker_killed = asyncio.Event()
         self.worker_back = asyncio.Event()
         self.router_killed = asyncio.Event()
-
-    async def next_number(self) -> int:
-        number = self.started
-        self.started += 1
-        gates = (
-            (WORKER_KILLED_GATE, self.worker_killed),
-            (WORKER_BACK_GATE, self.worker_back),
-            (ROUTER_KILLED_GATE, self.router_killed),
+        super().__init__(
+            [
+                (WORKER_KILLED_GATE, self.worker_killed),
+                (WORKER_BACK_GATE, self.worker_back),
+                (ROUTER_KILLED_GATE, self.router_killed),
+            ]
         )
-        for gate, event in gates:
-            if number >= gate:
-                await event.wait()
-        return number
 
 
-async def storm_client(stack: FaultStack, storm: Storm, rng: random.Random, count: int) -> None:
+async def admin_client(stack: FaultStack, storm: Storm, rng: random.Random, count: int) -> None:
     async with stack.async_admin() as admin:
-        for _ in range(count):
-            number = await storm.next_number()
-            timeout_s = rng.choice(TIMEOUTS_S)
-            mode = rng.choice(MODES) if rng.random() < 0.5 else None
-            body: dict[str, object] = {"timeout_s": timeout_s}
-            path = "/api/continue"
-            if mode is not None:
-                path, body["mode"] = "/api/pause", mode
-            started = time.monotonic()
-            status: int | None = None
-            error = ""
-            try:
-                response = await admin.post(path, json=body, timeout=timeout_s + CLIENT_WAIT_S)
-                status = response.status_code
-                if status != 200:
-                    error = str(response.json().get("error", {}).get("code", response.text[:80]))
-            except httpx.TimeoutException:
-                error = "client timeout"
-            except httpx.HTTPError as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            latency = time.monotonic() - started
-            action = "continue" if mode is None else "pause"
-            storm.calls.append(Call(number, action, mode, timeout_s, latency, status, error))
+        await storm_client(admin, storm, rng, count, paths=("/api/pause", "/api/continue"))
 
 
 async def kill_when(
-    stack: FaultStack, storm: Storm, role: str, at: int, killed: asyncio.Event, figures: Figures
+    stack: FaultStack,
+    storm: GatedStorm,
+    role: str,
+    at: int,
+    killed: asyncio.Event,
+    figures: Figures,
 ) -> None:
     """SIGKILL ``role`` once ``at`` operations have started; wait until it is back."""
     try:
@@ -144,7 +105,7 @@ async def kill_when(
     figures.set(f"{role}_restart_s", ready_at - killed_at)
 
 
-async def faults(stack: FaultStack, storm: Storm, figures: Figures) -> None:
+async def faults(stack: FaultStack, storm: GatedStorm, figures: Figures) -> None:
     try:
         await kill_when(stack, storm, "worker-w1", KILL_WORKER_AT, storm.worker_killed, figures)
     finally:
@@ -152,13 +113,13 @@ async def faults(stack: FaultStack, storm: Storm, figures: Figures) -> None:
     await kill_when(stack, storm, "router", KILL_ROUTER_AT, storm.router_killed, figures)
 
 
-async def storm_and_settle(stack: FaultStack, figures: Figures) -> dict[str, Any]:
-    storm = Storm()
+async def storm_and_settle(stack: FaultStack, figures: Figures) -> bool:
+    storm = GatedStorm()
     rng = random.Random(20261201)
     started = time.monotonic()
     share = OPERATIONS // CLIENTS
     clients = [
-        storm_client(stack, storm, random.Random(rng.random()), share) for _ in range(CLIENTS)
+        admin_client(stack, storm, random.Random(rng.random()), share) for _ in range(CLIENTS)
     ]
     fault_task = asyncio.create_task(faults(stack, storm, figures))
     await asyncio.gather(*clients)
@@ -169,24 +130,15 @@ async def storm_and_settle(stack: FaultStack, figures: Figures) -> dict[str, Any
         figures.note(f"fault: {exc}")
     calls = storm.calls
     statuses = Counter(call.status for call in calls)
-    overdue = [c for c in calls if c.status is None or c.latency_s > c.timeout_s + SLACK_S]
+    late = overdue(calls, SLACK_S)
     figures.set("operations", len(calls))
     figures.set("statuses", {str(k): v for k, v in sorted(statuses.items(), key=str)})
     figures.set("errors", dict(Counter(call.error for call in calls if call.error)))
     figures.set("max_over_timeout_s", max(c.latency_s - c.timeout_s for c in calls))
-    figures.set("overdue", len(overdue))
-    for call in overdue[:10]:
+    figures.set("overdue", len(late))
+    for call in late[:10]:
         figures.note(f"overdue: {call}")
-    context: zmq.Context[zmq.Socket[bytes]]
-    with bounded_context() as context:
-        deadline = time.monotonic() + SETTLE_S
-        states = await pause_states(stack, context)
-        while not agree(states) and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            states = await pause_states(stack, context)
-    figures.set("final_states", {name: list(state) for name, state in states.items()})
-    figures.set("agree", agree(states))
-    return states
+    return await settle(stack, figures, SETTLE_S)
 
 
 async def continue_and_serve(stack: FaultStack, figures: Figures) -> None:
@@ -245,7 +197,9 @@ async def pause_pending_at_router_death(stack: FaultStack, figures: Figures) -> 
     figures.set("answer", error)
     async with stack.async_admin() as admin:
         await wait_restarted(stack, admin, "router", router, 60.0)
-    return Call(0, "pause", "in_place", timeout_s, latency, response.status_code, error)
+    return Call(
+        0, "/api/pause", "in_place", started, timeout_s, latency, response.status_code, error
+    )
 
 
 class TestPendingBarrier:
