@@ -160,6 +160,13 @@ class Load(_Model):
     kv_cells_total: int = Field(0, description="KV-cache cells in all (0: no KV cache)")
     tokens_per_s: float = Field(0.0, description="tokens processed per second, recently")
     context_length: int = Field(0, description="the most tokens one request may hold (0: none)")
+    engine_started_ns: int = Field(
+        0, description="when this engine incarnation started, Unix ns (a change: it restarted)"
+    )
+    features: list[str] = Field(
+        default_factory=list,
+        description="what the engine honours beyond the sampling every engine takes (logprobs)",
+    )
 
 
 class LoadResponse(_Model):

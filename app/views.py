@@ -120,6 +120,8 @@ def load_of(reply: LoadReply | None) -> Load | None:
         kv_cells_total=reply.kv_cells_total,
         tokens_per_s=reply.tokens_per_s,
         context_length=reply.context_length,
+        engine_started_ns=reply.engine_started_ns,
+        features=list(reply.features),
     )
 
 

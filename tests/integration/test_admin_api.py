@@ -195,6 +195,7 @@ class TestReads:
         """``GET /api/load`` has the engine's latest snapshot."""
         load = ops.get("/api/load").json()["load"]
         assert load["max_running"] == 256 and load["running"] >= 0 and load["age_s"] < 5
+        assert load["features"] == [] and load["engine_started_ns"] > 0, load
 
     def test_commands(self, viewer: httpx.Client) -> None:
         """``GET /api/commands`` lists the catalogue: each command's path, role and names."""

@@ -160,6 +160,7 @@ class TestLimits:
         assert (load["kv_cells_total"], load["context_length"]) == (1024, 1024), load
         assert (load["kv_cells_used"], load["running"], load["waiting"]) == (0, 0, 0), load
         assert load["max_running"] == 16 and load["tokens_per_s"] >= 0
+        assert load["features"] == ["logprobs"] and load["engine_started_ns"] > 0, load
 
     def test_the_model_name_is_the_files(self, stack: Supervisor) -> None:
         """Unless named, the workers serve the model under its file's name."""
