@@ -28,6 +28,10 @@ class SamplingParams(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=F
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
     seed: int | None = None
+    #: Token id -> a bias added to its logit before sampling (OpenAI's and SGLang's
+    #: ``logit_bias``: -100 bans the token, 100 all but forces it). Only an engine that
+    #: lists the ``logit_bias`` feature receives a non-empty one.
+    logit_bias: dict[int, float] = {}
 
 
 class GenerateRequest(msgspec.Struct, omit_defaults=True):

@@ -113,7 +113,7 @@ async def create_chat_completion(
         raise PromptError("top_logprobs needs logprobs: true", "top_logprobs")
     asked = (body.top_logprobs or 0) if body.logprobs else None
     prompt = await chat_prompt(request, body, generation)
-    params = sampling(body, _max_new_tokens(body, prompt, generation))
+    params = sampling(body, _max_new_tokens(body, prompt, generation), generation)
     caps.check_stop(params.stop, params.stop_token_ids, at="")
     caps.check_tokens((len(prompt.ids) + params.max_new_tokens) * body.n, body.n)
     rids = [generation.new_rid() for _ in range(body.n)]

@@ -26,7 +26,7 @@ from switchboard.worker.body_base import (
     TokenIds,
 )
 from switchboard.worker.logprobs import MAX_TOP_LOGPROBS
-from switchboard.worker.schemas import ResponseFormat, StreamOptions
+from switchboard.worker.schemas import LogitBias, ResponseFormat, StreamOptions
 
 __all__ = ["ChatBody", "ChatMessage", "ContentPart"]
 
@@ -163,9 +163,7 @@ class ChatBody(Body):
     prompt_cache_options: Annotated[dict[str, Any] | None, Ignored] = None
     safety_identifier: Annotated[str | None, Ignored] = None
     moderation: Annotated[Any, Ignored] = None
-    logit_bias: Annotated[
-        dict[str, float] | None, NotSupported("logit_bias: the engine link does not carry it")
-    ] = None
+    logit_bias: Annotated[dict[str, float] | None, Field(description=LogitBias)] = None
     logprobs: Annotated[
         bool,
         Field(description="honoured: with an engine that produces logprobs (llama.cpp)"),

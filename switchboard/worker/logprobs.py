@@ -5,8 +5,9 @@ output row, the new tokens' logprobs (``output_token_logprobs_val``/``_idx``) an
 the request asked for ``top_logprobs_num`` alternatives, theirs
 (``output_top_logprobs_val``/``_idx``). :func:`row_logprobs` reads them into
 :class:`TokenLogprob` s; the ``*_shape`` functions render them for each API. A token's
-text is its id decoded alone (special tokens included), which for a byte-level token
-that is part of a character is U+FFFD; its ``bytes`` are that text's UTF-8.
+text is its own piece (:meth:`~switchboard.text.codec.TextCodec.token_piece`: a word's
+leading space kept, special tokens included), which for a byte-level token that is part
+of a character is U+FFFD; its ``bytes`` are that text's UTF-8.
 
 Pure logic over a decode function.
 """

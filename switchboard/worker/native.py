@@ -32,38 +32,14 @@ from switchboard.worker.generation import (
 from switchboard.worker.health_probe import probe_generation
 from switchboard.worker.json_body import JsonBodyRoute
 from switchboard.worker.logprobs import TokenLogprob, sglang_shape
-from switchboard.worker.schemas import EncodeBody, GenerateBody, NativeSamplingParams
+from switchboard.worker.native_sampling import samples_per_prompt, wire_sampling
+from switchboard.worker.schemas import EncodeBody, GenerateBody
 from switchboard.worker.settings import WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
 
-__all__ = ["logprob_asks", "request_ids", "router", "sampling_params"]
+__all__ = ["logprob_asks", "request_ids", "router"]
 
 router = APIRouter(tags=["native"], route_class=JsonBodyRoute)
-
-
-def sampling_params(params: NativeSamplingParams, default_max_new_tokens: int) -> SamplingParams:
-    """The wire ``SamplingParams`` of a native ``sampling_params`` object."""
-    stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
-    return SamplingParams(
-        max_new_tokens=(
-            default_max_new_tokens if params.max_new_tokens is None else params.max_new_tokens
-        ),
-        min_new_tokens=params.min_new_tokens,
-        temperature=params.temperature,
-        top_p=params.top_p,
-        top_k=params.top_k,
-        min_p=params.min_p,
-        frequency_penalty=params.frequency_penalty,
-        presence_penalty=params.presence_penalty,
-        repetition_penalty=params.repetition_penalty,
-        stop=stop,
-        stop_token_ids=list(params.stop_token_ids or []),
-        ignore_eos=params.ignore_eos,
-        skip_special_tokens=params.skip_special_tokens,
-        spaces_between_special_tokens=params.spaces_between_special_tokens,
-        no_stop_trim=params.no_stop_trim,
-        seed=params.seed,
-    )
 
 
 def request_ids(given: str | list[str] | None, count: int, generation: Generation) -> list[str]:
@@ -146,15 +122,6 @@ def _meta(
     return meta
 
 
-def _samples_per_prompt(params: NativeSamplingParams | list[NativeSamplingParams]) -> int:
-    """SGLang's ``n``: one value for the whole request, whichever form it is given in."""
-    each = params if isinstance(params, list) else [params]
-    counts = {p.n for p in each}
-    if len(counts) > 1:
-        raise PromptError("sampling_params.n must be the same for every prompt")
-    return counts.pop() if counts else 1
-
-
 def _sample_rids(rids: list[str], n: int) -> list[str]:
     """Request ids of ``n`` samples of each prompt, in SGLang's order (sample by sample,
     prompt by prompt within one); a prompt's rid gets ``_<sample>`` appended."""
@@ -173,18 +140,21 @@ async def generate(
     assert source is not None
     caps = settings.caps
     params = body.sampling_params
-    n = _samples_per_prompt(params)
+    n = samples_per_prompt(params)
     caps.check_n(n)
     caps.check_generations(prompt_count(source), param=_prompt_field(body), n=n)
     prompts = await generation.read_prompts(source)
     if isinstance(params, list):
         if len(params) != len(prompts):
             raise PromptError(f"{len(params)} sampling_params for {len(prompts)} prompts")
-        wire = [sampling_params(p, settings.default_max_new_tokens) for p in params]
+        wire = [
+            wire_sampling(p, f"sampling_params.{index}", generation, settings)
+            for index, p in enumerate(params)
+        ]
         for index, sampling in enumerate(wire):
             caps.check_stop(sampling.stop, sampling.stop_token_ids, at=f"sampling_params.{index}")
     else:
-        wire = [sampling_params(params, settings.default_max_new_tokens)] * len(prompts)
+        wire = [wire_sampling(params, "sampling_params", generation, settings)] * len(prompts)
         caps.check_stop(wire[0].stop, wire[0].stop_token_ids, at="sampling_params")
     rids = _sample_rids(request_ids(body.rid, len(prompts), generation), n)
     tokens = 0

@@ -34,6 +34,7 @@ from switchboard.worker.generation import (
     RequestAborted,
 )
 from switchboard.worker.json_body import JsonBodyRoute
+from switchboard.worker.logit_bias import logit_bias_of
 from switchboard.worker.logprobs import TokenLogprob, completion_shape
 from switchboard.worker.schemas import CompletionBody, EmbeddingBody
 from switchboard.worker.settings import WorkerSettings
@@ -70,9 +71,15 @@ def check_model(model: str, settings: WorkerSettings) -> None:
         )
 
 
-def sampling(body: CompletionBody | ChatBody, max_new_tokens: int) -> SamplingParams:
+def sampling(
+    body: CompletionBody | ChatBody, max_new_tokens: int, generation: Generation
+) -> SamplingParams:
     """The wire ``SamplingParams`` of an OpenAI body (completion or chat: they share
-    their sampling fields, SGLang's extensions included)."""
+    their sampling fields, SGLang's extensions included); its ``logit_bias`` is refused
+    (400) unless the engine applies it (:mod:`switchboard.worker.logit_bias`)."""
+    bias = logit_bias_of(
+        body.logit_bias, generation.link.load, generation.tokenizer.vocab_size, "logit_bias"
+    )
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
     return SamplingParams(
         max_new_tokens=max_new_tokens,
@@ -91,6 +98,7 @@ def sampling(body: CompletionBody | ChatBody, max_new_tokens: int) -> SamplingPa
         spaces_between_special_tokens=body.spaces_between_special_tokens,
         no_stop_trim=body.no_stop_trim,
         seed=body.seed,
+        logit_bias=bias,
     )
 
 
@@ -140,7 +148,7 @@ async def create_completion(
     caps.check_n(body.n)
     caps.check_generations(prompt_count(body.prompt), param="prompt", n=body.n)
     prompts = await generation.read_prompts(body.prompt)
-    params = sampling(body, body.max_tokens or 16)
+    params = sampling(body, body.max_tokens or 16, generation)
     caps.check_stop(params.stop, params.stop_token_ids, at="")
     if body.logprobs is not None:
         generation.check_logprobs("logprobs")

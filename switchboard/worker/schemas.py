@@ -62,6 +62,11 @@ OneOrEach = str | list[str | None]
 Media = str | list[Any] | dict[str, Any]
 #: Accepted and ignored, with why.
 Ignored = Field(description="accepted and ignored")
+#: Token id strings to a bias, for an engine that applies them (switchboard/worker/logit_bias.py).
+LogitBias = (
+    "honoured: with an engine that applies it (the llama.cpp engine); token ids of the "
+    "vocabulary, biases from -100 to 100"
+)
 
 
 class NativeSamplingParams(Body):
@@ -93,9 +98,7 @@ class NativeSamplingParams(Body):
     stream_interval: Annotated[
         int, Field(ge=1, description="accepted and ignored: every output is streamed")
     ] = 1
-    logit_bias: Annotated[
-        dict[str, float] | None, NotSupported("logit_bias: the engine link does not carry it")
-    ] = None
+    logit_bias: Annotated[dict[str, float] | None, Field(description=LogitBias)] = None
     stop_regex: Annotated[str | list[str] | None, NotSupported("stop regexes")] = None
     json_schema: Annotated[str | None, NotSupported("constrained decoding")] = None
     regex: Annotated[str | None, NotSupported("constrained decoding")] = None
@@ -325,9 +328,7 @@ class CompletionBody(Body):
     no_stop_trim: bool = False
     frequency_penalty: Penalty = 0.0
     presence_penalty: Penalty = 0.0
-    logit_bias: Annotated[
-        dict[str, float] | None, NotSupported("logit_bias: the engine link does not carry it")
-    ] = None
+    logit_bias: Annotated[dict[str, float] | None, Field(description=LogitBias)] = None
     suffix: Annotated[str | None, NotSupported("a suffix (insertion)")] = None
     top_k: Annotated[
         int, Field(ge=-1, le=INT32_MAX, description="SGLang's; passed to the engine")

@@ -160,7 +160,8 @@ class TestLimits:
         assert (load["kv_cells_total"], load["context_length"]) == (1024, 1024), load
         assert (load["kv_cells_used"], load["running"], load["waiting"]) == (0, 0, 0), load
         assert load["max_running"] == 16 and load["tokens_per_s"] >= 0
-        assert load["features"] == ["logprobs"] and load["engine_started_ns"] > 0, load
+        assert load["features"] == ["logprobs", "logit_bias"], load
+        assert load["engine_started_ns"] > 0, load
 
     def test_the_model_name_is_the_files(self, stack: Supervisor) -> None:
         """Unless named, the workers serve the model under its file's name."""
@@ -209,6 +210,61 @@ class TestLogprobs:
         assert len(choice.logprobs.tokens) == 6
         assert choice.logprobs.top_logprobs is not None
         assert all(len(top) <= 2 for top in choice.logprobs.top_logprobs)
+
+
+class TestLogitBias:
+    """The engine lists logit_bias, so every API's logit_bias reaches its sampler."""
+
+    def test_generate_bans_and_forces_tokens(
+        self, stack: Supervisor, reference: GreedyReference
+    ) -> None:
+        """Greedy /generate: -100 on the greedy first token gives another first token;
+        +100 on a token makes every token that one; both reported by the token ids."""
+        prompt = ID_PROMPTS[6]
+        plain = reference.tokens(prompt, 6)
+        forced = next(t for t in range(300, 400) if t not in plain)
+        tokens = {}
+        for name, bias in (("ban", {str(plain[0]): -100}), ("force", {str(forced): 100})):
+            body = greedy_body(prompt, 6)
+            body["sampling_params"]["logit_bias"] = bias
+            body["return_logprob"] = True
+            answer = httpx.post(f"{stack.url}/generate", json=body, timeout=60)
+            assert answer.status_code == 200, answer.text
+            tokens[name] = [
+                entry[1] for entry in answer.json()["meta_info"]["output_token_logprobs"]
+            ]
+        assert tokens["ban"][0] != plain[0]
+        assert tokens["force"] == [forced] * 6
+
+    def test_chat_through_the_sdk(self, stack: Supervisor) -> None:
+        """The openai SDK's logit_bias on a chat: a forced token is the whole answer; a
+        token outside the vocabulary is the SDK's BadRequestError naming the field."""
+        import openai
+
+        tokenizer = load_tokenizer(tiny_model())
+        assert isinstance(tokenizer, GgufTokenizer)
+        forced = next(
+            t for t in range(300, 400) if llama_vocab.llama_pieces(tokenizer, [t]).isalpha()
+        )
+        client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+        model = tiny_model().name.removesuffix(".gguf")
+        answer = client.chat.completions.create(
+            model=model,
+            messages=CONVERSATIONS[0],  # type: ignore[arg-type]
+            max_tokens=4,
+            temperature=0,
+            logit_bias={str(forced): 100},
+        )
+        piece = llama_vocab.llama_pieces(tokenizer, [forced])
+        assert answer.choices[0].message.content == piece * 4
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(
+                model=model,
+                messages=CONVERSATIONS[0],  # type: ignore[arg-type]
+                max_tokens=4,
+                logit_bias={str(tokenizer.vocab_size): 5},
+            )
+        assert caught.value.param == "logit_bias" and "vocabulary" in caught.value.message
 
 
 #: Conversations whose greedy answers on the tiny model are whole UTF-8 text (the

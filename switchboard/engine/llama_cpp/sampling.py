@@ -2,9 +2,10 @@
 
 :func:`chain_steps` is the pure part: which of llama.cpp's samplers a request's
 :class:`~router_core.wire.requests.SamplingParams` asks for, in the order llama.cpp's own
-tools apply them — penalties, top-k, top-p, min-p, temperature, then a seeded draw — or
-penalties and greedy when ``temperature`` is 0 (or ``top_k`` is 1). Defaults drop out:
-``top_k`` -1 or 0, ``top_p`` 1, ``min_p`` 0 and no penalties add no sampler.
+tools apply them — logit bias, penalties, top-k, top-p, min-p, temperature, then a
+seeded draw — or logit bias, penalties and greedy when ``temperature`` is 0 (or
+``top_k`` is 1). Defaults drop out: no ``logit_bias``, ``top_k`` -1 or 0, ``top_p`` 1,
+``min_p`` 0 and no penalties add no sampler.
 :class:`SamplerChain` builds that chain in llama.cpp and samples with it; the chain
 keeps its own state (the penalties' token history, the draw's random state) across a
 pause or a retraction, so a request continues as if never interrupted.
@@ -44,6 +45,8 @@ class ChainStep:
 
     name: str
     args: tuple[float | int, ...] = ()
+    #: For ``logit_bias``: (token id, bias) pairs, in id order.
+    biases: tuple[tuple[int, float], ...] = ()
 
 
 def _seed(params: SamplingParams) -> int:
@@ -53,8 +56,12 @@ def _seed(params: SamplingParams) -> int:
 
 
 def chain_steps(params: SamplingParams, n_vocab: int) -> list[ChainStep]:
-    """The samplers ``params`` ask for, in order (see the module docstring)."""
+    """The samplers ``params`` ask for, in order (see the module docstring). Biases of
+    ids outside ``0..n_vocab-1`` are left out (the scheduler refuses such a request)."""
     steps: list[ChainStep] = []
+    biases = tuple(sorted((t, b) for t, b in params.logit_bias.items() if 0 <= t < n_vocab))
+    if biases:
+        steps.append(ChainStep("logit_bias", (n_vocab, len(biases)), biases))
     penalised = (
         params.frequency_penalty != 0
         or params.presence_penalty != 0
@@ -97,8 +104,15 @@ class SamplerChain:
         self._chain: Any = self._api.llama_sampler_chain_init(chain_params)
         for step in self.steps:
             init = getattr(self._api, f"llama_sampler_init_{step.name}")
+            args: tuple[Any, ...] = step.args
+            if step.biases:
+                # llama.cpp copies the array into the sampler: it need not outlive this.
+                pairs = (self._api.llama_logit_bias * len(step.biases))(
+                    *(self._api.llama_logit_bias(token, bias) for token, bias in step.biases)
+                )
+                args = (*step.args, pairs)
             # The chain owns what it holds: freeing the chain frees each sampler.
-            self._api.llama_sampler_chain_add(self._chain, init(*step.args))
+            self._api.llama_sampler_chain_add(self._chain, init(*args))
 
     def sample(self, context: Any, index: int) -> int:
         """Sample from the logits of batch entry ``index`` and record the choice."""

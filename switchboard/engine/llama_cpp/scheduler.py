@@ -52,7 +52,7 @@ RATE_WINDOW_S = 2.0
 
 
 #: What this engine tells the workers it honours (``LoadSnapshot.features``).
-FEATURES = ("logprobs",)
+FEATURES = ("logprobs", "logit_bias")
 
 
 class LlamaScheduler(QueueingScheduler):
@@ -90,6 +90,13 @@ class LlamaScheduler(QueueingScheduler):
             return abort_reason(
                 f"the prompt ({len(sequence.prompt)} tokens) does not fit the context "
                 f"length of {cells} tokens"
+            )
+        params = sequence.sampling or SamplingParams()
+        outside = [t for t in params.logit_bias if not 0 <= t < self.runtime.n_vocab]
+        if outside:
+            return abort_reason(
+                f"logit_bias: token {outside[0]} is not in the model's vocabulary of "
+                f"{self.runtime.n_vocab} tokens"
             )
         return None
 

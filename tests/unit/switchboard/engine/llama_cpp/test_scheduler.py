@@ -223,6 +223,21 @@ class TestSampling:
         assert tokens["p"] != plain
         assert len(set(tokens["p"])) > len(set(plain))
 
+    def test_logit_bias_bans_and_forces_tokens(
+        self, scheduler: LlamaScheduler, reference: GreedyReference
+    ) -> None:
+        """-100 on the greedy first token makes greedy choose another; +100 on a token
+        makes greedy choose it every step; a bias of 0 changes nothing."""
+        plain = reference.tokens(PROMPTS[4], 8)
+        forced = next(t for t in range(100, 200) if t not in plain)
+        scheduler.admit(request("ban", PROMPTS[4], count=8, logit_bias={plain[0]: -100.0}))
+        scheduler.admit(request("force", PROMPTS[4], count=8, logit_bias={forced: 100.0}))
+        scheduler.admit(request("zero", PROMPTS[4], count=8, logit_bias={plain[0]: 0.0}))
+        tokens, _ = run(scheduler)
+        assert tokens["ban"][0] != plain[0]
+        assert tokens["force"] == [forced] * 8
+        assert tokens["zero"] == plain
+
     def test_stop_token_ids_and_stop_strings_end_a_request(
         self, scheduler: LlamaScheduler, reference: GreedyReference
     ) -> None:
@@ -286,6 +301,13 @@ class TestRefusals:
         message = long.rows[0].finished["message"]  # type: ignore[index]
         assert f"({scheduler.runtime.n_ctx} tokens)" in message
         assert f"length of {scheduler.runtime.n_ctx} tokens" in message
+        vocab = scheduler.runtime.n_vocab
+        outside = scheduler.admit(request("b", [1, 2], logit_bias={vocab: 1.0}))
+        assert outside.rows[0].finished == {
+            "type": "abort",
+            "message": f"logit_bias: token {vocab} is not in the model's vocabulary of "
+            f"{vocab} tokens",
+        }
 
 
 class TestLoad:
