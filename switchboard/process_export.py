@@ -44,11 +44,6 @@ class ProcessUsageExport:
             self._cpu = cpu.labels(process=process, child=child)
             self._memory = memory.labels(process=process, child=child)
 
-    @property
-    def enabled(self) -> bool:
-        """Whether :meth:`sync` writes anything."""
-        return self._cpu is not None
-
     def sync(self) -> None:
         """Add the CPU seconds used since the last call; set resident memory to now's."""
         if self._cpu is None or self._memory is None:

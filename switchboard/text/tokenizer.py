@@ -137,8 +137,26 @@ class Tokenizer:
         return " ".join(self._sub_texts(ids, skip_special_tokens))
 
     def token_piece(self, token_id: int) -> str:
-        """The id decoded alone with special tokens shown (as SGLang shows logprobs)."""
-        return self.decode([token_id], skip_special_tokens=False)
+        """The id's text after an ordinary token, special tokens shown: what it adds to
+        ``decode([anchor, id])`` beyond ``decode([anchor])``, so that a decoder that strips
+        the first token's space (SentencePiece's Metaspace) keeps it. Decoded alone when
+        no anchor exists or the two decodes do not line up."""
+        alone = self.decode([token_id], skip_special_tokens=False)
+        anchor = self._anchor
+        if anchor is None:
+            return alone
+        head = self.decode([anchor], skip_special_tokens=False)
+        both = self.decode([anchor, token_id], skip_special_tokens=False)
+        return both[len(head) :] if both.startswith(head) and len(both) > len(head) else alone
+
+    @functools.cached_property
+    def _anchor(self) -> int | None:
+        """An ordinary (not special) token whose text is one ASCII letter, if any."""
+        for text in ("a", "▁a", "Ġa", "x", "▁x"):
+            token_id = self._backend.token_to_id(text)
+            if token_id is not None and token_id not in self._special_ids:
+                return token_id
+        return None
 
     def _sub_texts(self, ids: Iterable[int], skip_special_tokens: bool) -> list[str]:
         """Decoded runs of ordinary tokens and the kept added tokens, in order."""

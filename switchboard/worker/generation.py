@@ -265,10 +265,8 @@ class Generation:
         carrying the finish reason. ``logprobs``: None for none, else the alternatives
         per token (0: the chosen token's alone). Raises ``AdmissionRefused``/
         ``RouterUnavailable`` before the first chunk; leaving early aborts the request.
-
-        ``max_new_tokens`` 0 (SGLang allows it) is admitted as any request is, then
-        answered at once with no text and finish reason length 0: the engine is not asked
-        for nothing, so an engine never sees a request it may not expect."""
+        ``max_new_tokens`` 0 (SGLang allows it) is admitted, then answered at once with
+        no text, finish reason length 0: no engine is asked for nothing."""
         self.check_length(prompt, params.max_new_tokens)
         await self.link.wait_admission()
         self._check_rid_free(rid)

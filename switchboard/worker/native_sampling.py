@@ -46,15 +46,23 @@ def sampling_params(
 def wire_sampling(
     params: NativeSamplingParams, at: str, generation: Generation, settings: WorkerSettings
 ) -> SamplingParams:
-    """One prompt's wire ``SamplingParams``, its ``logit_bias`` checked (``at``: where the
-    object is in the body)."""
+    """One prompt's wire ``SamplingParams``, its ``logit_bias`` checked and its
+    ``min_new_tokens`` no more than its ``max_new_tokens``, as SGLang requires (``at``:
+    where the object is in the body)."""
     bias = logit_bias_of(
         params.logit_bias,
         generation.link.load,
         generation.tokenizer.vocab_size,
         f"{at}.logit_bias",
     )
-    return sampling_params(params, settings.default_max_new_tokens, bias)
+    wire = sampling_params(params, settings.default_max_new_tokens, bias)
+    if wire.min_new_tokens > wire.max_new_tokens:
+        raise PromptError(
+            f"{at}.min_new_tokens: {wire.min_new_tokens} is more than max_new_tokens "
+            f"({wire.max_new_tokens})",
+            f"{at}.min_new_tokens",
+        )
+    return wire
 
 
 def samples_per_prompt(params: NativeSamplingParams | list[NativeSamplingParams]) -> int:

@@ -31,6 +31,7 @@ from switchboard.worker.errors import ModelNotFound, stream_error
 from switchboard.worker.generation import (
     Generation,
     Prompt,
+    PromptError,
     RequestAborted,
 )
 from switchboard.worker.json_body import JsonBodyRoute
@@ -80,6 +81,11 @@ def sampling(
     bias = logit_bias_of(
         body.logit_bias, generation.link.load, generation.tokenizer.vocab_size, "logit_bias"
     )
+    if body.min_tokens > max_new_tokens:
+        raise PromptError(
+            f"min_tokens: {body.min_tokens} is more than the tokens asked for ({max_new_tokens})",
+            "min_tokens",
+        )
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
     return SamplingParams(
         max_new_tokens=max_new_tokens,

@@ -154,14 +154,15 @@ async def version(settings: SettingsDep) -> dict[str, str]:
 
 def install(app: FastAPI, admin: AdminClient) -> None:
     """Serve these endpoints on ``app``, forwarding to ``admin``; an
-    :class:`AdminRefusal` is answered in the worker's error shape and counted in the
-    link's ``http_rejected`` under its reason."""
+    :class:`AdminRefusal` is answered in the worker's error shape, its reason as the
+    error's ``cause``, and counted in the link's ``http_rejected`` under it."""
     app.state.admin_client = admin
 
     async def on_refusal(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, AdminRefusal)
         app.state.link.counters.add("http_rejected", error.reason)
         body = error_body(error.message, error.kind, error.status)
+        body["error"]["cause"] = error.reason  # one word a client can branch on
         body["error"].update(error.extra)
         return JSONResponse(body, status_code=error.status, headers=error.headers or None)
 

@@ -11,7 +11,7 @@ only make sure each kill comes before the storm runs out). What must hold:
   503 naming the router as unavailable) within its ``timeout_s`` plus :data:`SLACK_S`;
 * afterwards the pause state is the same everywhere: the router (``/api/status``),
   every worker (its own ``/get_server_info``) and the engine (which steps only when
-  not paused: ``harness/engine_probe.py``), within :data:`SETTLE_S`;
+  not paused: ``harness/engine_probe.py``), within ``pause_agreement.SETTLE_S``;
 * a continue then completes and a request comes back exact.
 """
 
@@ -56,8 +56,6 @@ WORKER_KILLED_GATE = KILL_WORKER_AT + 50
 ROUTER_KILLED_GATE = OPERATIONS * 95 // 100
 #: What an answer may take beyond the timeout it was asked for.
 SLACK_S = 2.0
-#: How long the stack has after the storm to agree on one pause state.
-SETTLE_S = 15.0
 
 
 class GatedStorm(Storm):
@@ -138,7 +136,7 @@ async def storm_and_settle(stack: FaultStack, figures: Figures) -> bool:
     figures.set("overdue", len(late))
     for call in late[:10]:
         figures.note(f"overdue: {call}")
-    return await settle(stack, figures, SETTLE_S)
+    return await settle(stack, figures)
 
 
 async def continue_and_serve(stack: FaultStack, figures: Figures) -> None:

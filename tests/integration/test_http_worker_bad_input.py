@@ -47,6 +47,20 @@ BAD_REQUESTS: list[tuple[str, str, Any, str, int]] = [
     ("id_out_of_vocab", "/generate", {"input_ids": [5, 10**6]}, "application/json", 400),
     ("negative_id", "/v1/completions", {"model": MODEL, "prompt": [-1]}, "application/json", 400),
     (
+        "min_above_max_new_tokens",
+        "/generate",
+        {"text": "a", "sampling_params": {"max_new_tokens": 2, "min_new_tokens": 3}},
+        "application/json",
+        400,
+    ),
+    (
+        "min_tokens_above_max_tokens",
+        "/v1/completions",
+        {"model": MODEL, "prompt": "a", "max_tokens": 2, "min_tokens": 3},
+        "application/json",
+        400,
+    ),
+    (
         "negative_max_new_tokens",
         "/generate",
         {"text": "a", "sampling_params": {"max_new_tokens": -1}},

@@ -153,7 +153,11 @@ class TestRefusals:
         assert answer.status_code == 401
         assert answer.headers["www-authenticate"] == "Bearer"
         error = answer.json()["error"]
-        assert (error["type"], error["code"]) == ("authentication_error", 401)
+        assert (error["type"], error["code"], error["cause"]) == (
+            "authentication_error",
+            401,
+            "unauthorized",
+        )
         assert stack.admin_url in error["message"] and "#token=" in error["message"]
         refused = newest(stack, "pause")
         assert (refused["who"], refused["status"], refused["result"]) == (None, 401, "refused")
@@ -174,6 +178,7 @@ class TestRefusals:
         assert answer.status_code == 403
         error = answer.json()["error"]
         assert error["type"] == "permission_error" and "viewer" in error["message"]
+        assert error["cause"] == "forbidden"
         assert (newest(stack, "pause")["who"], paused(stack)) == ("viewer", (False, None))
 
     def test_a_bad_mode_is_a_400(self, stack: AdminStack) -> None:
@@ -181,7 +186,8 @@ class TestRefusals:
         with serving(stack, stack.operator_token) as client:
             answer = client.post("/pause_generation", json={"mode": "sideways"})
         assert answer.status_code == 400
-        assert "mode" in answer.json()["error"]["message"]
+        error = answer.json()["error"]
+        assert "mode" in error["message"] and error["cause"] == "invalid_request"
 
 
 class TestAbort:
@@ -290,6 +296,9 @@ class TestAdminAppSilent:
         finally:
             os.kill(admin.pid, signal.SIGCONT)
         assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
-        message = answer.json()["error"]["message"]
-        assert message.startswith(f"the admin app at {stack.admin_url} did not answer within")
+        error = answer.json()["error"]
+        assert error["cause"] == "admin_unavailable"
+        assert error["message"].startswith(
+            f"the admin app at {stack.admin_url} did not answer within"
+        )
         assert 5.0 <= took < 10.0

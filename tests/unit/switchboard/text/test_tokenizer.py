@@ -1,5 +1,5 @@
 """Tests for load_tokenizer(PATH) (switchboard.text.tokenizer): any tokenizer.json loads,
-and every failure names its path."""
+and every failure names its path; a token's own text (token_piece)."""
 
 from __future__ import annotations
 
@@ -57,3 +57,24 @@ class TestLoadFromPath:
         """An EOS token that is not in the vocabulary is refused."""
         with pytest.raises(TokenizerLoadError, match="not in the vocabulary"):
             load_tokenizer(saved, eos_token="<|nope|>")
+
+
+class TestTokenPiece:
+    """A logprob's token text: the id's own text, a word's leading space kept."""
+
+    def test_byte_level_pieces_are_the_id_decoded_alone(self, default_tokenizer: Tokenizer) -> None:
+        ids = default_tokenizer.encode("The server said: héllo, wörld 🦩 <|endoftext|>")
+        for token_id in ids:
+            alone = default_tokenizer.decode([token_id], skip_special_tokens=False)
+            assert default_tokenizer.token_piece(token_id) == alone, token_id
+
+    def test_a_metaspace_piece_keeps_its_space(self, metaspace_tokenizer: Tokenizer) -> None:
+        """Decoded alone, a SentencePiece word loses its space; its piece does not."""
+        ids = metaspace_tokenizer.encode("so the server tokens")
+        pieces = [metaspace_tokenizer.token_piece(token_id) for token_id in ids]
+        assert "".join(pieces) == " so the server tokens"
+        words = [i for i in ids if metaspace_tokenizer.backend.id_to_token(i).startswith("▁")]
+        assert len(words) >= 4, "each of the four words starts a token"
+        for word in words:
+            piece = metaspace_tokenizer.token_piece(word)
+            assert piece.startswith(" ") and metaspace_tokenizer.decode([word]) == piece[1:]
