@@ -53,6 +53,7 @@ SUBCOMMANDS: Final[Mapping[str, Subcommand]] = MappingProxyType(
         "ctl": Subcommand("switchboard.cli.ctl"),
         "bench": Subcommand("switchboard.cli.bench"),
         "models": Subcommand("switchboard.models.cli"),
+        "vocab": Subcommand("switchboard.cli.vocab"),
     }
 )
 

@@ -78,6 +78,12 @@ class TextCodec(Protocol):
         drop); bytes short of a UTF-8 character come out as U+FFFD."""
         ...
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes one id adds to a text after an ordinary token (a word piece's
+        leading space kept, special tokens rendered): what the vocabulary file lists,
+        so that an engine in any language can decode its own ids."""
+        ...
+
 
 class TokenizerLoadError(Exception):
     """A tokenizer could not be loaded: ``tokenizer <path>: <reason>``.

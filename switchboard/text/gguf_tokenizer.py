@@ -216,15 +216,19 @@ class GgufTokenizer:
         """``llama_token_to_piece(id, lstrip=0, special=True)``: the id's text as
         llama.cpp's server shows it in logprobs, a SentencePiece ``▁Paris`` as
         ``" Paris"``; "" for an id outside the vocabulary."""
+        return self.token_bytes(token_id).decode("utf-8", errors="replace")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The raw bytes of :meth:`token_piece` (a byte token ``<0xE2>`` is one byte)."""
         if not 0 <= token_id < self._vocab_size:
-            return ""
+            return b""
         api, vocab = self._api, self._live_vocab()
         room = 64
         for _attempt in range(2):
             piece = ctypes.create_string_buffer(room)
             count = int(api.llama_token_to_piece(vocab, token_id, piece, room, 0, True))
             if count >= 0:
-                return piece.raw[:count].decode("utf-8", errors="replace")
+                return piece.raw[:count]
             room = -count
         raise ValueError(f"llama.cpp could not render token {token_id}")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import overload
@@ -29,6 +30,20 @@ __all__ = ["KNOWN_EOS_TOKENS", "Tokenizer", "TokenizerLoadError", "load_tokenize
 #: caller nor a ``tokenizer_config.json`` next to the file names one.
 KNOWN_EOS_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<eos>")
 
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, character -> byte: printable Latin-1 bytes stand for
+    themselves, the other 68 bytes for the characters from U+0100 up, in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    alphabet = {chr(byte): byte for byte in printable}
+    others = [byte for byte in range(256) if byte not in set(printable)]
+    alphabet.update({chr(0x100 + index): byte for index, byte in enumerate(others)})
+    return alphabet
+
+
+_BYTE_LEVEL = _byte_level_alphabet()
+#: A byte-fallback token: ``<0x0A>``.
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 #: What a tokenizer path may be, said whenever one cannot be loaded.
 EXPECTED_PATH = "expected a tokenizer.json file, or a model directory holding one"
@@ -148,6 +163,29 @@ class Tokenizer:
         head = self.decode([anchor], skip_special_tokens=False)
         both = self.decode([anchor, token_id], skip_special_tokens=False)
         return both[len(head) :] if both.startswith(head) and len(both) > len(head) else alone
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes one id adds to a text: an added token's content; a byte-level
+        (GPT-2) token's bytes; a byte-fallback ``<0xNN>`` token's byte; otherwise the
+        UTF-8 of :meth:`token_piece`. "" for an id outside the vocabulary."""
+        token = self._backend.id_to_token(token_id)
+        if token is None:
+            return b""
+        if token_id in self._added_ids:
+            return token.encode()
+        kinds = self._decoder_kinds
+        if "ByteFallback" in kinds and _BYTE_TOKEN.fullmatch(token):
+            return bytes([int(token[3:5], 16)])
+        if "ByteLevel" in kinds and all(char in _BYTE_LEVEL for char in token):
+            return bytes(_BYTE_LEVEL[char] for char in token)
+        return self.token_piece(token_id).encode()
+
+    @functools.cached_property
+    def _decoder_kinds(self) -> frozenset[str]:
+        """The types of the backend's decoder, a ``Sequence``'s parts included."""
+        decoder = json.loads(self._backend.to_str()).get("decoder") or {}
+        parts = [decoder, *decoder.get("decoders", ())]
+        return frozenset(str(part.get("type")) for part in parts)
 
     @functools.cached_property
     def _anchor(self) -> int | None:

@@ -28,6 +28,7 @@ class TestExports:
             "switchboard.text.template_bounds",
             "switchboard.text.template_sandbox",
             "switchboard.text.tokenizer",
+            "switchboard.text.vocab_file",
         ],
     )
     def test_all_names_exist(self, name: str) -> None:
