@@ -26,7 +26,12 @@ from router_core import Command, EngineEndpoints, EngineInput, EngineLink, Reque
 from router_core.credentials import resolve_key
 from router_core.wire.control import ContinueRequest, FreezeGC, LoadSnapshot, PauseRequest
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
-from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
+from router_core.wire.requests import (
+    AbortRequest,
+    EmbeddingRequest,
+    GenerateRequest,
+    SamplingParams,
+)
 
 MAX_RUNNING = 256
 
@@ -39,6 +44,7 @@ class Running:
     owner: str
     prompt: list[int]
     limit: int
+    params: SamplingParams
     output_ids: list[int] = field(default_factory=list)
 
 
@@ -56,7 +62,9 @@ class EchoEngine:
         match item:
             case Request(payload=GenerateRequest() as generate):
                 limit = max(1, min(self.tokens, generate.sampling_params.max_new_tokens))
-                running = Running(item.rid, item.reply_to, generate.input_ids, limit)
+                running = Running(
+                    item.rid, item.reply_to, generate.input_ids, limit, generate.sampling_params
+                )
                 self.running[item.reply_to, item.rid] = running
             case Request(payload=EmbeddingRequest() as embed):
                 self.embed(item, embed)
@@ -125,10 +133,22 @@ class EchoEngine:
                 completion_tokens=[len(row.output_ids) for row in rows],
                 # Only the ids new in this row: this step's one, or none (an abort).
                 output_ids=[row.output_ids[-1:] if new else [] for row in rows],
-                # The prompt's last ids, then the output: the detokenizer decodes the
-                # output after them, as the text it continues (leading spaces kept).
+                # The prompt's last ids, then the output: the detokenizer reads them from
+                # a request's first row and decodes the output as the text that continues
+                # them (a SentencePiece word's leading space kept). Later rows' are unread.
                 decode_ids=[row.prompt[-5:] + row.output_ids for row in rows],
                 read_offsets=[len(row.prompt[-5:]) for row in rows],
+                # The request's own detokenization flags (absent: true, true, false).
+                skip_special_tokens=[row.params.skip_special_tokens for row in rows],
+                spaces_between_special_tokens=[
+                    row.params.spaces_between_special_tokens for row in rows
+                ],
+                no_stop_trim=[row.params.no_stop_trim for row in rows],
+                # Characters the detokenizer holds back for a stop string still to come:
+                # this engine applies no stop strings, so none (absent: 32, and a short
+                # answer would arrive only with its last row). An engine that applies
+                # them sends the longest one's length minus one.
+                stop_holdback=[0 for _ in rows],
             )
         )
 
