@@ -46,6 +46,7 @@ SUBCOMMANDS: Final[Mapping[str, Subcommand]] = MappingProxyType(
         "router": Subcommand("switchboard.cli.router"),
         "detok-router": Subcommand("switchboard.cli.detok_router"),
         "engine": Subcommand("switchboard.engine.cli"),
+        "engine-check": Subcommand("switchboard.engine_check.cli"),
         "detokenizer": Subcommand("switchboard.detokenizer.cli"),
         "worker": Subcommand("switchboard.worker.cli"),
         "admin": Subcommand("switchboard.cli.admin"),

@@ -1,0 +1,1 @@
+"""switchboard engine-check: a conformance check of an engine against docs/protocol.md."""

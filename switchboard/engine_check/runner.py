@@ -1,0 +1,132 @@
+"""One engine-check run: the run dir, the key, the vocabulary file, the engine, the checks.
+
+:func:`check_engine_command` makes a private run dir (mode 0700) with a fresh stack key and the
+vocabulary file, binds the routers' side of the engine's endpoints, starts the command as
+the supervisor does (:mod:`switchboard.supervisor.engine_command`), runs every check in
+:data:`~switchboard.engine_check.findings.DUTIES` order, stops the engine (SIGTERM, then
+SIGKILL) and removes the run dir. :func:`check_engine_on_run_dir` checks an engine the user started
+on a run dir's endpoints. Both return one finding per duty.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from router_core.credentials import KEY_FILE, load_or_create, read_key
+from router_core.endpoints import EngineEndpoints
+from switchboard.engine_check.checks import (
+    check_batching,
+    check_generate,
+    check_load,
+    check_max_new_tokens,
+    check_stops,
+)
+from switchboard.engine_check.control_checks import (
+    check_abort,
+    check_bad_frames,
+    check_embed,
+    check_freeze_gc,
+    check_pauses,
+    check_restart,
+)
+from switchboard.engine_check.engine_process import EngineProcess
+from switchboard.engine_check.findings import DUTIES, Finding, not_run, ordered
+from switchboard.engine_check.harness import Harness
+from switchboard.engine_check.session import Session
+from switchboard.supervisor.engine_command import (
+    EnginePlaces,
+    engine_argv,
+    engine_environment,
+)
+from switchboard.text import TextCodec
+from switchboard.text.vocab_file import write_vocab_file
+
+__all__ = ["CHECKS", "VOCAB_FILE", "check_engine_command", "check_engine_on_run_dir", "run_checks"]
+
+#: The vocabulary file's name in the run dir.
+VOCAB_FILE: Final = "vocab.msgpack"
+#: The return address engine-check puts in every request, as a worker's.
+_WORKER: Final = "worker-engine-check"
+
+#: Every check in order: the duties it decides (the rows of :data:`DUTIES` it returns).
+CHECKS: Final[tuple[tuple[tuple[str, ...], Callable[[Session], list[Finding]]], ...]] = (
+    (("load.first", "load.interval"), check_load),
+    (("generate.rows", "generate.usage"), check_generate),
+    (("generate.batching",), check_batching),
+    (("generate.max_new_tokens",), check_max_new_tokens),
+    (("stop.token_ids", "stop.strings", "stop.eos"), check_stops),
+    (("abort.one", "abort.all"), check_abort),
+    (("pause.abort", "pause.retract", "pause.in_place", "continue", "pause.stale"), check_pauses),
+    (("embed",), check_embed),
+    (("bad_frames",), check_bad_frames),
+    (("freeze_gc",), check_freeze_gc),
+    (("restart",), check_restart),
+)
+
+
+def run_checks(session: Session) -> list[Finding]:
+    """Run every check; once the engine has exited, the rest are ``not run`` (but
+    ``restart``, which starts it again)."""
+    findings: list[Finding] = []
+    for names, check in CHECKS:
+        gone = session.engine_gone()
+        if gone is not None and check is not check_restart:
+            findings += [not_run(name, gone) for name in names]
+            continue
+        findings += check(session)
+    return ordered(findings)
+
+
+def _address(run_dir: Path) -> str:
+    return f"ipc://{run_dir / _WORKER}"
+
+
+def check_engine_command(
+    command: str, codec: TextCodec, *, cwd: Path, timeout_s: float
+) -> tuple[list[Finding], str]:
+    """Check the engine ``command`` starts; the findings and its last lines of output.
+
+    Raises :class:`~switchboard.supervisor.engine_command.EngineCommandError` for a
+    command that cannot be split or names an unknown placeholder.
+    """
+    run_dir = Path(tempfile.mkdtemp(prefix="sb-check-"))
+    os.chmod(run_dir, 0o700)
+    process: EngineProcess | None = None
+    try:
+        key_file = run_dir / KEY_FILE
+        key = load_or_create(key_file)
+        vocab_file = run_dir / VOCAB_FILE
+        write_vocab_file(codec, vocab_file)
+        endpoints = EngineEndpoints.in_run_dir(run_dir)
+        places = EnginePlaces(endpoints, run_dir, key_file, vocab_file, os.getpid())
+        argv = engine_argv(command, places)
+        process = EngineProcess(argv, engine_environment(places, key), cwd, run_dir / "engine.log")
+        with Harness(endpoints) as harness:
+            session = Session(harness, key, codec, _address(run_dir), timeout_s, process)
+            try:
+                process.start()
+            except OSError as exc:
+                reason = f"cannot run {argv[0]!r}: {exc.strerror}"
+                return [not_run(name, reason) for name in DUTIES], ""
+            try:
+                findings = run_checks(session)
+            finally:
+                process.stop()
+        return findings, process.last_lines(5)
+    finally:
+        if process is not None:
+            process.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def check_engine_on_run_dir(run_dir: Path, codec: TextCodec, *, timeout_s: float) -> list[Finding]:
+    """Check an engine already started on ``run_dir``'s endpoints, with its stack.key."""
+    key = read_key(run_dir / KEY_FILE)
+    endpoints = EngineEndpoints.in_run_dir(run_dir)
+    with Harness(endpoints) as harness:
+        return run_checks(Session(harness, key, codec, _address(run_dir), timeout_s))

@@ -1,0 +1,146 @@
+"""Pure judgements engine-check makes: load snapshots, acknowledgements, op ids, and the
+stop conditions it derives from an engine's own first output.
+
+No sockets, no clock: each function takes what was received and returns the problems
+it shows as ``(seen, fix)`` pairs (empty: conforms), or the value it derives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from router_core.credentials import matches
+from router_core.wire.control import ENGINE, Acknowledgement, LoadSnapshot
+
+__all__ = [
+    "MAX_SANE_RUNNING",
+    "Problem",
+    "ack_problems",
+    "echoes_prompt",
+    "interval_problems",
+    "load_problems",
+    "op_id",
+    "pick_stop_id",
+    "pick_stop_string",
+]
+
+#: ``(what was seen, the fix)``.
+Problem = tuple[str, str]
+
+#: A ``max_running`` above this is no real limit (a sign of an unset or garbage field).
+MAX_SANE_RUNNING: Final = 1_000_000
+
+
+def op_id(incarnation: int, seq: int) -> str:
+    """A pause/continue operation id as routers make them: ``<incarnation>-<seq>``."""
+    return f"{incarnation}-{seq}"
+
+
+def load_problems(snapshot: LoadSnapshot, key: str) -> list[Problem]:
+    """What is wrong with a first ``LOAD``: the key, ``engine_started_ns``, ``max_running``."""
+    found: list[Problem] = []
+    if not matches(snapshot.secret, key):
+        seen = "no secret" if not snapshot.secret else "a secret that is not the stack key"
+        found.append(
+            (
+                f"LOAD carries {seen}",
+                "put the stack key (SWITCHBOARD_STACK_KEY, or the first line of the key "
+                "file) in every LOAD's secret (protocol.md 3.5, 5.14)",
+            )
+        )
+    if snapshot.engine_started_ns <= 0:
+        found.append(
+            (
+                f"engine_started_ns is {snapshot.engine_started_ns}",
+                "set LOAD.engine_started_ns to this process's start, Unix ns, the same in "
+                "every snapshot (protocol.md 3.5, 5.11)",
+            )
+        )
+    if not 0 < snapshot.max_running <= MAX_SANE_RUNNING:
+        found.append(
+            (
+                f"max_running is {snapshot.max_running}",
+                "set LOAD.max_running to the engine's limit on running requests, "
+                f"1..{MAX_SANE_RUNNING} (protocol.md 3.5)",
+            )
+        )
+    return found
+
+
+def interval_problems(first: LoadSnapshot, second: LoadSnapshot) -> list[Problem]:
+    """What is wrong with a second ``LOAD`` after ``first`` of the same incarnation."""
+    found: list[Problem] = []
+    fix = "take step and taken_ns from one clock that never goes back (protocol.md 3.5)"
+    if second.step < first.step:
+        found.append((f"step went back from {first.step} to {second.step}", fix))
+    if second.taken_ns < first.taken_ns:
+        found.append((f"taken_ns went back by {first.taken_ns - second.taken_ns} ns", fix))
+    if second.engine_started_ns != first.engine_started_ns:
+        found.append(
+            (
+                f"engine_started_ns changed from {first.engine_started_ns} to "
+                f"{second.engine_started_ns} within one process",
+                "keep engine_started_ns the same in every LOAD of one incarnation "
+                "(protocol.md 3.5, 8)",
+            )
+        )
+    return found
+
+
+def ack_problems(ack: Acknowledgement, key: str) -> list[Problem]:
+    """What is wrong with an engine's ``ACK`` (its ``op_id`` already matched)."""
+    found: list[Problem] = []
+    if ack.participant != ENGINE:
+        found.append(
+            (
+                f"ACK names participant {ack.participant!r}",
+                'name participant "engine" in every ACK on events (protocol.md 3.4, 5.7)',
+            )
+        )
+    if not matches(ack.secret, key):
+        seen = "no secret" if not ack.secret else "a secret that is not the stack key"
+        found.append(
+            (
+                f"ACK carries {seen}",
+                "put the stack key in every ACK's secret (protocol.md 3.4, 5.14)",
+            )
+        )
+    return found
+
+
+def echoes_prompt(prompt: Sequence[int], ids: Sequence[int]) -> bool:
+    """Whether ``ids`` are the prompt's ids again, in order (cycled): an echo engine."""
+    return (
+        bool(prompt)
+        and bool(ids)
+        and all(token == prompt[index % len(prompt)] for index, token in enumerate(ids))
+    )
+
+
+def pick_stop_id(ids: Sequence[int], start: int = 2) -> tuple[int, int] | None:
+    """``(k, ids[k])`` for the first ``k >= start`` whose id does not occur before it, so
+    a run with that stop id must end after exactly ``k + 1`` ids; None if there is none
+    before the last id (which would end by length anyway)."""
+    for index in range(start, len(ids) - 1):
+        if ids[index] not in ids[:index]:
+            return index, ids[index]
+    return None
+
+
+def pick_stop_string(
+    ids: Sequence[int], decode: Callable[[Sequence[int]], str], start: int = 2
+) -> tuple[int, str] | None:
+    """``(k, s)``: ``s`` is the text id ``k`` adds (stripped), for the first ``k >= start``
+    where that text is whole (no U+FFFD), not empty, and not already in the text before,
+    so a run with stop string ``s`` must end after exactly ``k + 1`` ids."""
+    for index in range(start, len(ids) - 1):
+        before, through = decode(ids[:index]), decode(ids[: index + 1])
+        if not through.startswith(before):
+            continue
+        piece = through[len(before) :].strip()
+        if piece and "\ufffd" not in through and piece not in before:
+            # The piece must not be completed by an earlier id either: the text through
+            # each earlier id is a prefix of ``before``, so "not in before" covers it.
+            return index, piece
+    return None
