@@ -8,6 +8,9 @@ CODE := router_core httpkit app switchboard tests examples dashboards
 #: Debian packages the tests drive for real (installed when running as root); each
 #: package's name is also the command that shows it is installed.
 SYSTEM_PACKAGES := chromium prometheus
+#: Debian packages that install no command, each as package=file-that-shows-it (the C
+#: engine example's libzmq headers).
+SYSTEM_FILES := libzmq3-dev=/usr/include/zmq.h
 #: The dashboards' offline type check (typescript + @grafana/schema, pinned by the lock).
 NODE_MODULES := dashboards/typecheck/node_modules/.package-lock.json
 
@@ -51,10 +54,12 @@ $(LLAMA_STAMP): $(STAMP) $(LLAMA_SDIST)
 	touch $@
 
 # As root (CI, a fresh container) install what is missing; otherwise say what the browser
-# tests need and go on (they skip locally, and fail under CI=true).
+# and C engine tests need and go on (they skip locally, and fail under CI=true).
 system-deps:
 	@missing=""; for pkg in $(SYSTEM_PACKAGES); do \
 		command -v $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	for entry in $(SYSTEM_FILES); do \
+		test -f $${entry#*=} || missing="$$missing $${entry%%=*}"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing:$$missing"; \
