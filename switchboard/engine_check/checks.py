@@ -8,6 +8,7 @@ would say nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from switchboard.engine_check.findings import Finding, failed, not_run, ok
@@ -28,6 +29,7 @@ __all__ = [
     "check_load",
     "check_max_new_tokens",
     "check_stops",
+    "row_problems",
     "run_problems",
     "same_run",
     "verdict",
@@ -46,16 +48,21 @@ def verdict(name: str, problems: Sequence[Problem], detail: str) -> Finding:
 
 
 def run_problems(run: RequestRun, timeout_s: float) -> list[Problem]:
-    """The protocol breaches of one run, and a missing finish."""
-    problems = [(breach.seen, breach.fix) for breach in run.breaches]
-    if not run.finished:
-        problems.append(
-            (
-                f"{run.rid}: no finishing row within {timeout_s:g} s ({run.rows} rows)",
-                FIXES["no_finish"],
-            )
+    """A missing finish: what every check asks of its requests (the rows' own shape is
+    ``generate.rows``'s duty, :func:`row_problems`)."""
+    if run.finished:
+        return []
+    return [
+        (
+            f"{run.rid}: no finishing row within {timeout_s:g} s ({run.rows} rows)",
+            FIXES["no_finish"],
         )
-    return problems
+    ]
+
+
+def row_problems(run: RequestRun) -> list[Problem]:
+    """The breaches of sections 3.6, 3.7 and 4 that ``run``'s rows show."""
+    return [(breach.seen, breach.fix) for breach in run.breaches]
 
 
 def same_run(run: RequestRun, expected: Sequence[int], what: str) -> list[Problem]:
@@ -121,7 +128,7 @@ def check_generate(session: Session) -> list[Finding]:
     params = session.greedy()
     before = len(session.harness.inbox.undecodable)
     run = session.run("first", prompt, params)
-    problems = run_problems(run, session.timeout_s)
+    problems = row_problems(run) + run_problems(run, session.timeout_s)
     for bad in session.harness.inbox.undecodable[before:]:
         problems.append(
             (
@@ -166,7 +173,8 @@ def check_batching(session: Session, count: int = 8) -> list[Finding]:
     together = session.wait_finished(rids)
     problems: list[Problem] = []
     for run, single in zip(together, alone, strict=True):
-        problems += run_problems(run, session.timeout_s) + same_run(run, single.ids, run.rid)
+        problems += row_problems(run) + run_problems(run, session.timeout_s)
+        problems += same_run(run, single.ids, run.rid)
     shared = shared_messages(rids, session.harness.output_messages())
     if not shared:
         problems.append(
@@ -205,13 +213,14 @@ def _stop_run(
     run = session.run("stop", base.prompt, session.greedy(base.params.max_new_tokens, **extra))
     problems = run_problems(run, session.timeout_s)
     expected = base.run.ids[: end + 1]
+    asked = ", ".join(f"{field} {json.dumps(value)}" for field, value in extra.items())
     if run.ids != expected or run.finish != {"type": "stop", "matched": matched}:
         problems.append(
             (
-                f"{extra}: {len(run.ids)} ids (expected {len(expected)}), finish {run.finish}",
-                f'end at the token that matches, with {{"type": "stop", "matched": '
-                f"{matched!r}}}, the stop id counted in output_ids (protocol.md 3.2; "
-                "switchboard/engine/stopping.py)",
+                f"{asked}: {len(run.ids)} ids (expected {len(expected)}), finish {run.finish}",
+                f"end at the token that {'completes' if isinstance(matched, str) else 'is'} "
+                f'it, with {{"type": "stop", "matched": {json.dumps(matched)}}}, that token '
+                "counted in output_ids (protocol.md 3.2; switchboard/engine/stopping.py)",
             )
         )
     elif run.completion_tokens != len(expected):
