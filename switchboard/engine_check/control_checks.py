@@ -16,7 +16,7 @@ from router_core.wire.requests import EmbeddingRequest
 from switchboard.engine_check.checks import run_problems, same_run, verdict
 from switchboard.engine_check.findings import Finding, failed, not_run
 from switchboard.engine_check.rows import RequestRun
-from switchboard.engine_check.session import LONG_TOKENS, Baseline, Session
+from switchboard.engine_check.session import LONG_PROMPT, LONG_TOKENS, Baseline, Session
 from switchboard.engine_check.verdicts import Problem, load_problems
 
 __all__ = [
@@ -46,7 +46,7 @@ def _aborted(run: RequestRun) -> bool:
 
 def _running(session: Session, label: str, count: int) -> list[str] | None:
     """Start ``count`` long requests and wait for a row of each; None if one finished."""
-    prompt = session.prompt()
+    prompt = session.prompt(LONG_PROMPT)
     rids = [session.generate(label, prompt, session.greedy(LONG_TOKENS)) for _ in range(count)]
     session.wait_rows(rids)
     runs = session.runs(rids)
@@ -92,7 +92,7 @@ def check_abort(session: Session) -> list[Finding]:
 
 
 def _long_baseline(session: Session) -> Baseline:
-    prompt, params = session.prompt(), session.greedy(LONG_TOKENS)
+    prompt, params = session.prompt(LONG_PROMPT), session.greedy(LONG_TOKENS)
     return Baseline(prompt, params, session.run("long", prompt, params))
 
 

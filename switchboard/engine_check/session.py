@@ -24,10 +24,13 @@ from switchboard.engine_check.rows import RequestRun, gather
 from switchboard.engine_check.verdicts import Problem, ack_problems, op_id
 from switchboard.text import TextCodec
 
-__all__ = ["BASE_PROMPT", "LONG_TOKENS", "SHORT_TOKENS", "Baseline", "Session"]
+__all__ = ["BASE_PROMPT", "LONG_PROMPT", "LONG_TOKENS", "SHORT_TOKENS", "Baseline", "Session"]
 
 #: The first run's prompt text (tokenized with the checked tokenizer).
 BASE_PROMPT: Final = "The quick brown fox jumps over the lazy dog"
+#: The prompt of requests that must still be running when a command arrives: long, so
+#: that an engine that echoes its prompt (and ends with it) runs long enough too.
+LONG_PROMPT: Final = " ".join([BASE_PROMPT] * 8)
 #: max_new_tokens of the first run and of most checks.
 SHORT_TOKENS: Final = 16
 #: max_new_tokens of requests that must still be running when a command arrives.
