@@ -10,12 +10,19 @@ it in every acknowledgement and load snapshot. The key is ``<run dir>/stack.key`
 ``--key-file``), which ``switchboard up`` writes at start.
 
     python examples/echo_engine.py --run-dir /tmp/sb [--outputs-via router]
+
+Without ``--run-dir`` it takes its endpoints and key from the variables ``switchboard up
+--engine-command`` sets (``SWITCHBOARD_ENGINE_INBOUND``, ``_EVENTS``, ``_OUTPUTS``,
+``SWITCHBOARD_STACK_KEY``):
+
+    switchboard up --engine-command "python examples/echo_engine.py"
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import signal
 import threading
 import time
@@ -165,7 +172,9 @@ class EchoEngine:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
-    parser.add_argument("--run-dir", required=True, help="the stack's run directory")
+    parser.add_argument(
+        "--run-dir", help="the stack's run directory (default: the SWITCHBOARD_* variables)"
+    )
     parser.add_argument("--key-file", help="the stack key (default: stack.key in --run-dir)")
     # "detokenizers" is the old spelling of "direct" (EngineEndpoints takes both).
     parser.add_argument(
@@ -180,8 +189,19 @@ def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
 
-    endpoints = EngineEndpoints.in_run_dir(args.run_dir, outputs_via=args.outputs_via)
-    key = resolve_key(args.key_file, args.run_dir)
+    if args.run_dir is not None:
+        endpoints = EngineEndpoints.in_run_dir(args.run_dir, outputs_via=args.outputs_via)
+        key = resolve_key(args.key_file, args.run_dir)
+    else:
+        try:
+            endpoints = EngineEndpoints(
+                inbound=os.environ["SWITCHBOARD_ENGINE_INBOUND"],
+                events=os.environ["SWITCHBOARD_ENGINE_EVENTS"],
+                outputs=os.environ["SWITCHBOARD_ENGINE_OUTPUTS"],
+            )
+        except KeyError as missing:
+            parser.error(f"no --run-dir, and {missing.args[0]} is not set")
+        key = os.environ.get("SWITCHBOARD_STACK_KEY") or resolve_key(args.key_file, None)
     with EngineLink(endpoints, key=key) as link:
         engine = EchoEngine(link, args.tokens)
         next_load = 0.0

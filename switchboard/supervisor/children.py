@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 from switchboard.supervisor.backoff import RestartBackoff
 
@@ -50,6 +53,16 @@ class ChildSpec:
     worker_id: str | None = None
     #: Variables added to this child's environment (the admin app's tokens: never argv).
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    #: Its working directory; None: the supervisor's.
+    cwd: Path | None = None
+    #: A user's command line this child runs (an engine command), for messages; its
+    #: output then passes through the supervisor, each line prefixed with the child's
+    #: name and pid, and the last :data:`TAIL_LINES` lines are kept to say why it exited.
+    command: str | None = None
+
+
+#: Lines of a command child's output kept for the message when it exits.
+TAIL_LINES = 20
 
 
 def describe_exit(returncode: int) -> str:
@@ -79,6 +92,11 @@ class Child:
     #: When a pending restart is due (monotonic); None when none is pending.
     restart_at: float | None = None
     restarts: int = 0
+    #: The latest output lines of a command child's current process.
+    _tail: collections.deque[str] = field(
+        default_factory=lambda: collections.deque(maxlen=TAIL_LINES), repr=False
+    )
+    _reader: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -96,16 +114,54 @@ class Child:
         from the main thread: the kernel's parent-death signal (``--parent-pid``) fires
         when the thread that started the child ends, not only the process.
         """
+        command = self.spec.command is not None
         self.popen = subprocess.Popen(
             self.spec.argv,
             stdin=subprocess.DEVNULL,
-            stdout=sys.stderr.fileno(),
+            stdout=subprocess.PIPE if command else sys.stderr.fileno(),
+            stderr=subprocess.STDOUT if command else None,
             env={**env, **self.spec.env},
+            cwd=self.spec.cwd,
             process_group=0,
         )
         self.started_at = time.monotonic()
         self.restart_at = None
+        if command:
+            assert self.popen.stdout is not None
+            self._tail.clear()
+            self._reader = threading.Thread(
+                target=self._relay,
+                args=(self.popen.stdout, f"{self.name}[{self.popen.pid}]: ".encode()),
+                name=f"{self.name}-output",
+                daemon=True,
+            )
+            self._reader.start()
         return self.popen.pid
+
+    def _relay(self, stream: IO[bytes], prefix: bytes) -> None:
+        """Copy a command child's output to our stderr line by line, keeping the tail."""
+        with stream:
+            for line in iter(stream.readline, b""):
+                text = line.rstrip(b"\n")
+                self._tail.append(text.decode("utf-8", errors="replace"))
+                with contextlib.suppress(OSError):
+                    os.write(sys.stderr.fileno(), prefix + text + b"\n")
+
+    def last_lines(self, wait_s: float = 1.0) -> list[str]:
+        """The last lines a command child's current process wrote (stdout and stderr),
+        once its output has ended (waiting up to ``wait_s``)."""
+        if self._reader is not None:
+            self._reader.join(wait_s)
+        return list(self._tail)
+
+    def exit_context(self) -> str:
+        """For a command child: its command line and last output lines, to follow a
+        message about its exit; "" for every other child."""
+        if self.spec.command is None:
+            return ""
+        lines = self.last_lines()
+        shown = "".join(f"\n    {line}" for line in lines) if lines else " (none)"
+        return f"; command: {self.spec.command}; its last output lines:{shown}"
 
     def poll(self) -> int | None:
         """The return code if the current process has exited, else None (also never started)."""
@@ -120,9 +176,17 @@ class Child:
         return time.monotonic() - self.started_at
 
     def send(self, sig: int) -> None:
-        """Send ``sig`` to the current process if it is still running."""
+        """Send ``sig`` to the current process's group if the process is still running:
+        its own children too (an engine command run through ``sh -c``)."""
         if self.alive():
             assert self.popen is not None
             # It may exit between the check and the signal.
-            with contextlib.suppress(ProcessLookupError):
-                self.popen.send_signal(sig)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, sig)
+
+    def sweep(self) -> None:
+        """SIGKILL whatever is left of the process group once the process has exited
+        (a command's own children), so that nothing of it outlives the stack."""
+        if self.popen is not None and self.popen.poll() is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, signal.SIGKILL)

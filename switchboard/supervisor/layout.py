@@ -11,15 +11,23 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from router_core.credentials import KEY_FILE
 from router_core.endpoints import (
     DETOK_ROUTER_STATE_FILE,
     ROUTER_STATE_FILE,
     DetokenizerRouterEndpoints,
+    EngineEndpoints,
     RouterEndpoints,
     check_endpoint,
     worker_address,
 )
 from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
+from switchboard.supervisor.engine_command import (
+    VOCAB_FILE,
+    EnginePlaces,
+    engine_argv,
+    engine_environment,
+)
 from switchboard.supervisor.engine_settings import (
     engine_flags,
     served_model_name,
@@ -94,15 +102,59 @@ def admin_url(settings: StackSettings) -> str:
     return http_url(settings.host, settings.admin_port)
 
 
+def _engine_spec(
+    settings: StackSettings,
+    run_dir: Path,
+    parent_pid: int,
+    common: tuple[str, ...],
+    key: str | None,
+) -> ChildSpec:
+    """The engine child: the built-in one, or the user's ``engine_command`` started
+    through :mod:`~switchboard.supervisor.engine_exec` (it dies with us) with the
+    placeholders replaced and the ``SWITCHBOARD_ENGINE_*`` variables set."""
+    endpoints = EngineEndpoints.in_run_dir(run_dir)
+    socket_files = (_ipc_file(endpoints.inbound),)
+    if settings.engine != "command" or settings.engine_command is None:
+        argv = _switchboard("engine", *common, "--outputs-via", "direct", *engine_flags(settings))
+        return ChildSpec(
+            name="engine",
+            role="engine",
+            argv=argv,
+            ready=ReadyCheck("engine"),
+            socket_files=socket_files,
+        )
+    places = EnginePlaces(
+        endpoints=endpoints,
+        run_dir=run_dir,
+        key_file=run_dir / KEY_FILE,
+        vocab_file=run_dir / VOCAB_FILE,
+        parent_pid=parent_pid,
+    )
+    exec_engine = (sys.executable, "-m", "switchboard.supervisor.engine_exec", str(parent_pid))
+    return ChildSpec(
+        name="engine",
+        role="engine",
+        argv=(*exec_engine, "--", *engine_argv(settings.engine_command, places)),
+        ready=ReadyCheck("engine"),
+        socket_files=socket_files,
+        state_files=(places.vocab_file,),
+        env={**(settings.engine_env or {}), **engine_environment(places, key)},
+        cwd=settings.engine_cwd,
+        command=settings.engine_command,
+    )
+
+
 def stack_layout(
     settings: StackSettings,
     run_dir: Path,
     parent_pid: int,
     admin_env: Mapping[str, str] | None = None,
+    key: str | None = None,
 ) -> list[ChildSpec]:
     """Every child of the stack, in start order (:data:`START_GROUPS`).
 
-    ``admin_env`` is added to the admin app's environment: its token lists.
+    ``admin_env`` is added to the admin app's environment: its token lists. ``key`` is
+    the stack key, which an engine command gets in its environment.
     """
     common: tuple[str, ...] = ("--run-dir", str(run_dir), "--parent-pid", str(parent_pid))
     common += ("--log-level", settings.log_level)
@@ -158,20 +210,7 @@ def stack_layout(
                 socket_files=(_ipc_file(endpoint),),
             )
         )
-    specs.append(
-        ChildSpec(
-            name="engine",
-            role="engine",
-            argv=_switchboard(
-                "engine",
-                *common,
-                *("--outputs-via", "direct"),
-                *engine_flags(settings),
-            ),
-            ready=ReadyCheck("engine"),
-            socket_files=(_ipc_file(router.engine),),
-        )
-    )
+    specs.append(_engine_spec(settings, run_dir, parent_pid, common, key))
     remote = ("--allow-remote",) if settings.allow_remote else ()
     model_name = served_model_name(settings, settings.model_name, WorkerSettings.model_name)
     for worker_id in worker_ids(settings.workers):

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 from router_core.audit import FILE_MODE as AUDIT_FILE_MODE
 from router_core.endpoints import RouterEndpoints
 from router_core.run_dir import RunDirError, check_private
+from switchboard.supervisor.engine_command import command_words
 from switchboard.supervisor.engine_settings import served_tokenizer
 from switchboard.supervisor.rundir import MAX_IPC_PATH, socket_in_use
 from switchboard.supervisor.settings import SettingsError, StackSettings
@@ -23,6 +26,7 @@ from switchboard.text import TextCodec, TokenizerLoadError, load_tokenizer
 __all__ = [
     "check_audit_log",
     "check_chat_template",
+    "check_engine_command",
     "check_port_free",
     "check_run_dir",
     "check_tokenizer",
@@ -133,6 +137,28 @@ def check_audit_log(path: Path | None, *, where: str = "") -> None:
     os.close(handle)
 
 
+def check_engine_command(
+    command: str | None, cwd: Path | None, env: Mapping[str, str], *, where: str = ""
+) -> None:
+    """SettingsError unless ``command``'s program can be found as the supervisor will
+    run it: a path (relative to ``cwd``) to an executable file, or a name on the
+    ``PATH`` (``env``'s own ``PATH`` if it sets one); and ``cwd`` is a directory."""
+    if command is None:
+        return
+    where = where or f"engine_command {command}"
+    if cwd is not None and not cwd.is_dir():
+        raise SettingsError(f"engine_cwd {cwd}: not a directory")
+    program = command_words(command)[0]
+    if "/" in program:
+        path = (cwd or Path.cwd()) / program
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise SettingsError(f"{where}: {program} is not an executable file")
+        return
+    search = env.get("PATH", os.environ.get("PATH", os.defpath))
+    if shutil.which(program, path=search) is None:
+        raise SettingsError(f"{where}: {program} not found on the PATH ({search})")
+
+
 def preflight(settings: StackSettings) -> TextCodec:
     """Every check, cheapest first (the audit file last: it is created when it can be,
     and no other refusal should leave it behind); returns the loaded tokenizer."""
@@ -152,6 +178,12 @@ def preflight(settings: StackSettings) -> TextCodec:
         served_tokenizer(settings),
         settings.chat_template,
         where=settings.origin("chat_template"),
+    )
+    check_engine_command(
+        settings.engine_command,
+        settings.engine_cwd,
+        settings.engine_env or {},
+        where=settings.origin("engine_command"),
     )
     check_audit_log(settings.admin_audit_log, where=settings.origin("admin_audit_log"))
     return tokenizer

@@ -149,7 +149,8 @@ def wait_until_ready(
             code = child.poll()
             if code is not None:
                 raise StartupFailed(
-                    f"{child.name} (pid {child.pid}) exited during startup ({describe_exit(code)})"
+                    f"{child.name} (pid {child.pid}) exited during startup "
+                    f"({describe_exit(code)}){child.exit_context()}"
                 )
         pending = [child for child in pending if not probes.ready(child.spec.ready)]
         if not pending:
@@ -158,5 +159,20 @@ def wait_until_ready(
             raise StartupAborted
         if time.monotonic() >= deadline:
             names = ", ".join(child.name for child in pending)
-            raise StartupFailed(f"not ready before the startup deadline: {names}")
+            context = "".join(_unready_context(child) for child in pending)
+            raise StartupFailed(f"not ready before the startup deadline: {names}{context}")
         time.sleep(_POLL_INTERVAL_S)
+
+
+def _unready_context(child: Child) -> str:
+    """Why a command engine may not be ready, and what it wrote."""
+    if child.spec.command is None:
+        return ""
+    lines = child.last_lines(wait_s=0.0)
+    shown = "".join(f"\n    {line}" for line in lines) if lines else " (none)"
+    return (
+        f"; the engine command is running but the router has no LOAD snapshot from it with "
+        f"the stack key (docs/engine.md: an engine publishes its load at start, its "
+        f"secret the key in SWITCHBOARD_STACK_KEY); command: {child.spec.command}; its "
+        f"last output lines:{shown}"
+    )

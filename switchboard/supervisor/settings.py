@@ -351,6 +351,10 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
         return logging.getLevelNamesMapping()[self.log_level]
 
 
+#: The settings a TOML file gives as a table.
+_TABLES: Final = frozenset({"engine_env"})
+
+
 def _reveal(secret: SecretStr | None) -> str | None:
     return None if secret is None else secret.get_secret_value()
 
@@ -366,7 +370,7 @@ def load_settings(
     or malformed file, an unknown key or ``SWITCHBOARD_*`` variable, a setting given
     under its old and its new name in one place, or a value that fails validation.
     """
-    names = SettingNames(tuple(StackSettings.model_fields), RENAMED)
+    names = SettingNames(tuple(StackSettings.model_fields), RENAMED, tables=_TABLES)
     toml = None
     if config_file is not None:
         toml = read_toml(Path(config_file).expanduser(), names)

@@ -91,6 +91,8 @@ class SettingNames:
     fields: Collection[str]
     #: Old name -> the field it now is.
     renamed: Mapping[str, str] = field(default_factory=dict)
+    #: The fields a TOML table sets (``[engine_env]``); every other field takes a value.
+    tables: Collection[str] = ()
 
     def field_of(self, name: str) -> str | None:
         """The field ``name`` (a field or an old name) sets, or None."""
@@ -135,7 +137,7 @@ def read_toml(path: Path, names: SettingNames) -> TomlValues:
         if setting is None:
             hint = did_you_mean(key, names.spellings())
             raise SettingsError(f"config file {path}: unknown key {key!r}{hint}")
-        if isinstance(value, dict):
+        if isinstance(value, dict) and setting not in names.tables:
             raise SettingsError(f"config file {path}: {key} must be a value, not a table")
         _once(spelt, setting, key, f"config file {path}")
         values[setting] = value

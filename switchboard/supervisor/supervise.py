@@ -18,7 +18,8 @@ from router_core.endpoints import RouterEndpoints
 from switchboard.supervisor.admin import AdminAccess, admin_access
 from switchboard.supervisor.backoff import RestartBackoff
 from switchboard.supervisor.children import Child, describe_exit
-from switchboard.supervisor.engine_settings import engine_description
+from switchboard.supervisor.engine_command import VOCAB_FILE
+from switchboard.supervisor.engine_settings import engine_description, served_tokenizer
 from switchboard.supervisor.layout import (
     ROLE_ORDER,
     START_GROUPS,
@@ -37,6 +38,8 @@ from switchboard.supervisor.readiness import (
 from switchboard.supervisor.rundir import RunDirectory
 from switchboard.supervisor.settings import StackSettings
 from switchboard.supervisor.shutdown import drain_workers, stop_children
+from switchboard.text import TokenizerLoadError, load_tokenizer
+from switchboard.text.vocab_file import write_vocab_file
 
 __all__ = ["Supervisor"]
 
@@ -109,16 +112,20 @@ class Supervisor:
                     except OSError as exc:
                         log.error("cannot make the metrics directory: %s", exc)
                         return 1
-                self.admin = admin_access(settings)
-                layout = stack_layout(settings, path, os.getpid(), self.admin.environment())
-                self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
-                self._remove_state_files()  # a new stack starts from no one's state
-                router_control = RouterEndpoints.in_run_dir(path).control
                 try:
                     key = read_key(self.run_dir.key_file)  # written by RunDirectory.open
                 except KeyFileError as exc:
                     log.error("cannot read the stack key: %s", exc)
                     return 1
+                self.admin = admin_access(settings)
+                layout = stack_layout(
+                    settings, path, os.getpid(), self.admin.environment(), key=key
+                )
+                self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
+                self._remove_state_files()  # a new stack starts from no one's state
+                if settings.engine == "command" and not self._write_vocab():
+                    return 1
+                router_control = RouterEndpoints.in_run_dir(path).control
                 probes = Probes(router_control, http_url(settings.host, settings.port), key)
                 return self._serve(probes)
             finally:
@@ -130,6 +137,17 @@ class Supervisor:
                 self._remove_state_files()
                 self.run_dir.close(f for child in self.children for f in child.spec.socket_files)
                 log.info("stopped; run dir %s", "removed" if self.run_dir.temporary else "cleaned")
+
+    def _write_vocab(self) -> bool:
+        """Write the workers' vocabulary for an engine command (SWITCHBOARD_VOCAB_FILE);
+        False, logged, when it cannot be."""
+        path = self.run_dir.path / VOCAB_FILE
+        try:
+            write_vocab_file(load_tokenizer(served_tokenizer(self.settings)), path)
+        except (TokenizerLoadError, OSError) as exc:
+            log.error("cannot write the vocabulary file %s: %s", path, exc)
+            return False
+        return True
 
     def _remove_state_files(self) -> None:
         for child in self.children:
@@ -218,16 +236,18 @@ class Supervisor:
         if self.metrics_dir is not None and child.pid is not None:
             # Before the restart: its in-flight gauge must not outlive it.
             self.metrics_dir.retire(child.pid)
+        child.sweep()
         uptime = child.uptime()
         delay = child.backoff.next_delay(uptime)
         child.restart_at = now + delay
         log.warning(
-            "%s (pid %s) exited unexpectedly (%s) after %.1f s; restarting in %.1f s",
+            "%s (pid %s) exited unexpectedly (%s) after %.1f s; restarting in %.1f s%s",
             child.name,
             child.pid,
             describe_exit(code),
             uptime,
             delay,
+            child.exit_context(),
         )
 
     def _stop_all(self) -> None:
