@@ -13,8 +13,13 @@ tokens and carries no text, a request lost to a fault (cause ``rows_lost``, see
 :func:`~router_core.wire.finish.lost_reason`): a client gets a clear error, never a
 silently wrong text.
 ``output_gap`` then says where. Rows that already abort (a detokenizer's own check, the
-engine's aborts) are passed as they are; rows without both columns, and token rows that
-reach a worker directly (their ``output_ids`` may hold every id so far), are not checked.
+engine's aborts) are passed as they are; rows without both columns are not checked.
+
+**Token rows.** A worker answers text: a ``BatchTokenIDOutput`` row reaching it (an
+engine sending its token batches through the tokenizer router's ``outputs``, with no
+detokenizer on the way) has no text to give, so it ends the stream with an abort of
+status 502 (cause ``token_rows``, :data:`UNDETOKENIZED_MESSAGE`) instead of an empty
+answer that would look like a success.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, Batch
 
 __all__ = [
     "ROWS_LOST_CAUSE",
+    "UNDETOKENIZED_CAUSE",
+    "UNDETOKENIZED_MESSAGE",
+    "UNDETOKENIZED_STATUS",
     "OutputRow",
     "ResponseStream",
     "finish_reason_of",
@@ -37,6 +45,14 @@ __all__ = [
 
 #: The ``err_type`` of a stream ended because its rows did not follow.
 ROWS_LOST_CAUSE: Final = "rows_lost"
+#: The ``err_type`` and status of a stream ended by a token row, which has no text.
+UNDETOKENIZED_CAUSE: Final = "token_rows"
+UNDETOKENIZED_STATUS: Final = 502
+UNDETOKENIZED_MESSAGE: Final = (
+    "the engine sent token ids (TOKEN_BATCH) to this worker, which answers text only: "
+    "send token batches to the detokenizer router, or text (STR_BATCH) through the "
+    "tokenizer router"
+)
 
 #: A one-request slice of a batched output.
 OutputRow = BatchStrOutput | BatchEmbeddingOutput | BatchTokenIDOutput
@@ -121,6 +137,8 @@ class ResponseStream:
         self.updated_at = time.monotonic()
         self.rows += 1
         self.sent = None  # answered: a re-send is no longer needed
+        if type(row) is BatchTokenIDOutput:
+            row = self._token_row_refusal(row)
         reasons = row.finished_reasons
         reason = reasons[0] if reasons else None
         # Written out, not called: this runs for every row.
@@ -152,6 +170,22 @@ class ResponseStream:
             output_strs=[""],
             prompt_tokens=row.prompt_tokens,
             cached_tokens=row.cached_tokens,
+            completion_tokens=[self._tokens],
+        )
+
+    def _token_row_refusal(self, row: BatchTokenIDOutput) -> BatchStrOutput:
+        """The abort row that replaces a token row: a worker has no text to give for it."""
+        reason = {
+            "type": "abort",
+            "message": UNDETOKENIZED_MESSAGE,
+            "status_code": UNDETOKENIZED_STATUS,
+            "err_type": UNDETOKENIZED_CAUSE,
+        }
+        return BatchStrOutput(
+            rids=[self.rid],
+            finished_reasons=[reason],
+            output_strs=[""],
+            prompt_tokens=row.prompt_tokens,
             completion_tokens=[self._tokens],
         )
 

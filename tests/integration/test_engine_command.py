@@ -266,3 +266,24 @@ def test_engine_dies_with_a_killed_supervisor(cache_dir: Path, tmp_path: Path) -
         wait_until(lambda: gone(engine), 10, "the engine to die with its supervisor")
     finally:
         supervisor.shutdown()  # reaps what is left; the claim is the wait above
+
+
+def test_token_rows_sent_straight_to_the_workers_are_a_502(stacks: Stacks) -> None:
+    """An engine that sends its token batches through the tokenizer router's outputs,
+    past every detokenizer, gets its clients a 502 naming the mistake, streamed or
+    not, never an empty text with status 200."""
+    command = f"{ECHO} --run-dir {{run_dir}} --outputs-via router"
+    supervisor = stacks.start("--engine-command", command)
+    body = {"text": "hello", "sampling_params": {"max_new_tokens": 2}}
+    answer = httpx.post(f"{supervisor.url}/generate", json=body, timeout=30)
+    assert answer.status_code == 502, answer.text
+    assert "sent token ids (TOKEN_BATCH) to this worker" in answer.text
+
+    async def stream() -> dict[str, object]:
+        async with httpx.AsyncClient(base_url=supervisor.url, timeout=30) as client:
+            seen = await generate_stream(client, body)
+        assert seen.done and seen.status == 200
+        return seen.events[-1]
+
+    last = asyncio.run(stream())
+    assert "text" not in last and "TOKEN_BATCH" in str(last), last

@@ -9,7 +9,9 @@ from typing import Any
 
 from router_core.wire.finish import abort_reason, length_reason, lost_reason
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
+from router_core.worker_link.errors import RequestLost
 from router_core.worker_link.streams import (
+    UNDETOKENIZED_MESSAGE,
     OutputRow,
     ResponseStream,
     finish_reason_of,
@@ -143,22 +145,44 @@ class TestEndToEndCheck:
             assert stream.finished and stream.output_gap is None
 
     def test_rows_without_both_columns_are_not_checked(self) -> None:
-        """Rows without output_ids or completion_tokens, token rows reaching a worker
-        directly (their ids may be cumulative) and embeddings pass unchecked."""
+        """Rows without output_ids or completion_tokens, and embeddings, pass unchecked."""
         stream = ResponseStream("r")
         rows: list[OutputRow] = [
             BatchStrOutput(rids=["r"], output_strs=["x"], completion_tokens=[9]),
             BatchStrOutput(rids=["r"], output_strs=["y"], output_ids=[[3]]),
-            BatchTokenIDOutput(rids=["r"], output_ids=[[1, 2, 3]], completion_tokens=[3]),
-            BatchTokenIDOutput(rids=["r"], output_ids=[[1, 2, 3, 4]], completion_tokens=[4]),
         ]
-        assert put_all(stream, rows) == [True] * 4
+        assert put_all(stream, rows) == [True] * 2
         assert stream.take_ready() == rows and stream.output_gap is None
         embedding = BatchEmbeddingOutput(
             rids=["e"], embeddings=[[0.5]], finished_reasons=[{"type": "stop", "matched": None}]
         )
         other = ResponseStream("e")
         assert other.put(embedding) and other.finished and other.output_gap is None
+
+    def test_a_token_row_ends_the_stream_with_a_502(self) -> None:
+        """A token row has no text for a worker to answer: the stream ends at once with
+        an abort of status 502 naming the cause, never an empty success; later rows are
+        dropped."""
+        stream = ResponseStream("r")
+        stream.put(text_row(0, [5], "a"))
+        token_row = BatchTokenIDOutput(
+            rids=["r"], output_ids=[[6]], completion_tokens=[2], prompt_tokens=[4]
+        )
+        assert stream.put(token_row) and stream.finished
+        ended = stream.take_ready()[-1]
+        assert isinstance(ended, BatchStrOutput) and ended.output_strs == [""]
+        assert ended.finished_reasons == [
+            {
+                "type": "abort",
+                "message": UNDETOKENIZED_MESSAGE,
+                "status_code": 502,
+                "err_type": "token_rows",
+            }
+        ]
+        assert ended.completion_tokens == [1] and ended.prompt_tokens == [4]
+        assert not stream.put(text_row(2, [7], "c"))
+        lost = RequestLost.from_reason(ended.finished_reasons[0])
+        assert lost is not None and (lost.status, lost.cause) == (502, "token_rows")
 
     def test_text_rows_checked_after_unchecked_ones_count_only_theirs(self) -> None:
         """The count moves only with checked rows: a checked row after unchecked ones
