@@ -198,7 +198,9 @@ class TestFailingEngineCommand:
     def test_engine_without_a_load_snapshot_is_named_at_the_deadline(self, cache_dir: Path) -> None:
         """A command that runs but never publishes its load is not ready: ``up`` gives up
         at the startup deadline saying what the engine must send."""
-        command = "sh -c 'echo waiting forever; exec sleep 60'"
+        # sleep is a child of sh (not exec'd: a command follows it): stopping the engine
+        # signals its whole process group.
+        command = "sh -c 'echo waiting forever; sleep 60; echo never'"
         result = subprocess.run(
             up_argv("--engine-command", command, "--startup-timeout-s", "8", *_ports()),
             capture_output=True,
@@ -212,7 +214,7 @@ class TestFailingEngineCommand:
         assert "not ready before the startup deadline: engine" in result.stderr
         assert "no LOAD snapshot from it with the stack key" in result.stderr
         assert "    waiting forever" in result.stderr
-        # The sleep was the engine's own child (exec'd by sh): nothing of it is left.
+        # Nothing of the engine is left, its own child included.
         leftovers = [
             p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "60"]
         ]
