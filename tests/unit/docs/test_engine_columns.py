@@ -27,7 +27,7 @@ PROMPT = [461, 1278, 307, 1255, 279, 265, 381]
 def _section_3_8() -> str:
     text = PROTOCOL.read_text(encoding="utf-8")
     start = text.index("\n### 3.8 ")
-    return text[start : text.index("\n---\n", start)]
+    return text[start : text.index("\n### 3.9 ", start)]
 
 
 def _table_names() -> list[str]:

@@ -1,0 +1,54 @@
+"""docs/protocol.md, section 3.9: the stop rules as the doc states them are the code's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from switchboard.engine.stopping import STOP_TAIL_SLACK, finish_reason
+
+PROTOCOL = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
+
+
+def _section_3_9() -> str:
+    text = PROTOCOL.read_text(encoding="utf-8")
+    start = text.index("\n### 3.9 ")
+    return " ".join(text[start : text.index("\n### 3.10 ", start)].split())
+
+
+def test_the_tail_is_the_longest_stop_string_plus_the_slack() -> None:
+    assert f"plus {STOP_TAIL_SLACK} (`STOP_TAIL_SLACK`)" in _section_3_9()
+
+
+def test_length_comes_first_and_does_not_wait_for_min_new_tokens() -> None:
+    eos = 7
+    ended = finish_reason([1, eos], max_new_tokens=2, min_new_tokens=5, end_token_ids={eos})
+    assert ended == {"type": "length", "length": 2}
+
+
+def test_nothing_else_ends_a_request_before_min_new_tokens() -> None:
+    early = finish_reason([1, 7], max_new_tokens=9, min_new_tokens=3, stop_token_ids={7})
+    assert early is None
+    assert finish_reason([1, 2, 7], max_new_tokens=9, min_new_tokens=3, stop_token_ids={7}) == {
+        "type": "stop",
+        "matched": 7,
+    }
+
+
+def test_ignore_eos_leaves_stop_token_ids_alone() -> None:
+    ids = [1, 7]
+    assert finish_reason(ids, max_new_tokens=9, end_token_ids={7}, ignore_eos=True) is None
+    stopped = finish_reason(ids, max_new_tokens=9, stop_token_ids={7}, ignore_eos=True)
+    assert stopped == {"type": "stop", "matched": 7}
+
+
+def test_stop_strings_in_the_requests_order_in_the_tail() -> None:
+    text = {1: "a", 2: "b", 3: "c"}
+
+    def decode(ids: list[int]) -> str:
+        return "".join(text[i] for i in ids)
+
+    both = finish_reason([1, 2, 3], max_new_tokens=9, stop=("bc", "ab"), decode=decode)
+    assert both == {"type": "stop", "matched": "bc"}
+    window = [3] * (1 + STOP_TAIL_SLACK)
+    outside = finish_reason([1, 2, *window], max_new_tokens=99, stop=("a",), decode=decode)
+    assert outside is None  # "a" is older than the tail: it would have ended the request then
