@@ -37,6 +37,7 @@ _ABORT_FIX = (
     'finish an aborted request with one row whose finished_reasons is {"type": "abort", '
     '"message": ...}; abort_all aborts every request of header.reply_to[0] (protocol.md 3.2, 8)'
 )
+_NEEDS_ROWS = "a request's rows are judged only once generate.rows conforms"
 _TOO_FAST = "a request finished before the command arrived (the engine is too fast to tell)"
 
 
@@ -44,21 +45,26 @@ def _aborted(run: RequestRun) -> bool:
     return run.finish_type == "abort"
 
 
-def _running(session: Session, label: str, count: int) -> list[str] | None:
-    """Start ``count`` long requests and wait for a row of each; None if one finished."""
+def _running(session: Session, label: str, count: int) -> list[str] | str:
+    """Start ``count`` long requests and wait for a row of each: their rids, or why the
+    check cannot go on (a request finished first, or got no row)."""
     prompt = session.prompt(LONG_PROMPT)
     rids = [session.generate(label, prompt, session.greedy(LONG_TOKENS)) for _ in range(count)]
     session.wait_rows(rids)
     runs = session.runs(rids)
-    return None if any(run.finished or not run.rows for run in runs) else rids
+    if any(run.finished for run in runs):
+        return _TOO_FAST
+    if not all(run.rows for run in runs):
+        return f"a request got no row within {session.timeout_s:g} s"
+    return rids
 
 
 def check_abort(session: Session) -> list[Finding]:
     """``abort.one``: ABORT one of two running requests; ``abort.all``: abort_all."""
     findings: list[Finding] = []
     rids = _running(session, "abort", 2)
-    if rids is None:
-        findings.append(not_run("abort.one", _TOO_FAST))
+    if isinstance(rids, str):
+        findings.append(not_run("abort.one", rids))
     else:
         session.abort(rids[0])
         target = session.wait_finished(rids[:1])[0]
@@ -76,8 +82,8 @@ def check_abort(session: Session) -> list[Finding]:
             )
         findings.append(verdict("abort.one", problems, f"aborted: {target.finish}"))
     rids = _running(session, "abort-all", 2)
-    if rids is None:
-        findings.append(not_run("abort.all", _TOO_FAST))
+    if isinstance(rids, str):
+        findings.append(not_run("abort.all", rids))
     else:
         session.abort(None)
         runs = session.wait_finished(rids)
@@ -131,8 +137,8 @@ def check_pauses(session: Session) -> list[Finding]:
     """``pause.abort``, ``pause.retract``, ``pause.in_place``, ``continue``, ``pause.stale``."""
     findings: list[Finding] = []
     rids = _running(session, "pause", 2)
-    if rids is None:
-        findings.append(not_run("pause.abort", _TOO_FAST))
+    if isinstance(rids, str):
+        findings.append(not_run("pause.abort", rids))
     else:
         _, problems = session.command("abort")
         runs = session.wait_finished(rids)
@@ -173,8 +179,8 @@ def _check_stale(session: Session) -> Finding:
     """An op older than the last applied is acknowledged and not applied."""
     name = "pause.stale"
     rids = _running(session, "stale", 1)
-    if rids is None:
-        return not_run(name, _TOO_FAST)
+    if isinstance(rids, str):
+        return not_run(name, rids)
     stale = f"{session.incarnation}-1"
     _, problems = session.command("abort", stale)
     run = session.wait_finished(rids)[0]
@@ -233,12 +239,7 @@ def check_bad_frames(session: Session) -> list[Finding]:
     for frames in _garbage(session):
         session.harness.send_raw(frames)
     base = session.baseline
-    if base is None:
-        run = session.run("after-bad", session.prompt(), session.greedy())
-        expected = None
-    else:
-        run = session.run("after-bad", base.prompt, base.params)
-        expected = base.run.ids
+    run = session.run("after-bad", base.prompt, base.params) if base else None
     gone = session.engine_gone()
     if gone is not None:
         return [
@@ -249,14 +250,18 @@ def check_bad_frames(session: Session) -> list[Finding]:
                 "(protocol.md 7.1, 8)",
             )
         ]
+    if base is None or run is None:
+        return [not_run(name, "the engine lives on; " + _NEEDS_ROWS)]
     problems = run_problems(run, session.timeout_s)
-    if expected is not None and run.finished:
-        problems += same_run(run, expected, "after garbage")
+    if run.finished:
+        problems += same_run(run, base.run.ids, "after garbage")
     return [verdict(name, problems, "4 garbage messages skipped; the next request exact")]
 
 
 def check_freeze_gc(session: Session) -> list[Finding]:
     """``freeze_gc``: a FREEZE_GC does not break the engine (a request still completes)."""
+    if not session.rows_ok:
+        return [not_run("freeze_gc", _NEEDS_ROWS)]
     before = len(session.harness.inbox.outputs)
     session.harness.send(Kind.FREEZE_GC, FreezeGC(reason="control"))
     run = session.run("after-gc", session.prompt(), session.greedy())
@@ -300,15 +305,16 @@ def check_restart(session: Session) -> list[Finding]:
             )
         )
     base = session.baseline
-    prompt, params = (base.prompt, base.params) if base else (session.prompt(), session.greedy())
-    run = session.run("after-restart", prompt, params)
-    problems += run_problems(run, session.timeout_s)
-    if base is not None and run.finished:
-        problems += same_run(run, base.run.ids, "after the restart")
+    if base is not None:
+        run = session.run("after-restart", base.prompt, base.params)
+        problems += run_problems(run, session.timeout_s)
+        if run.finished:
+            problems += same_run(run, base.run.ids, "after the restart")
     return [
         verdict(
             name,
             problems,
-            f"new engine_started_ns {snapshot.engine_started_ns}; a request completed",
+            f"new engine_started_ns {snapshot.engine_started_ns}"
+            + ("; a request completed" if base is not None else ""),
         )
     ]

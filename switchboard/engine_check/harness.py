@@ -187,11 +187,11 @@ class Harness:
             if isinstance(payload, LoadSnapshot)
         ]
 
-    def acks(self, op: str) -> list[Acknowledgement]:
-        """The ``ACK`` messages received for operation ``op``."""
+    def acks(self, op: str, since: int = 0) -> list[Acknowledgement]:
+        """The ``ACK`` messages received for operation ``op``, from the ``since``-th event on."""
         return [
             payload
-            for received in self.inbox.events
+            for received in self.inbox.events[since:]
             if received.message.header.kind is Kind.ACK
             for payload in received.message.rows
             if isinstance(payload, Acknowledgement) and payload.op_id == op

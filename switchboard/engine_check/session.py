@@ -121,11 +121,12 @@ class Session:
         """Send PAUSE in ``mode`` (CONTINUE for None) with ``op`` (default a new op id)
         and wait for its ACK; the op id and what was wrong ([]: acked as it must be)."""
         op = op or self.next_op()
+        since = len(self.harness.inbox.events)  # an op sent again is acked again
         if mode is None:
             self.harness.send(Kind.CONTINUE, ContinueRequest(op_id=op))
         else:
             self.harness.send(Kind.PAUSE, PauseRequest(op_id=op, mode=mode))
-        if not self.harness.wait(lambda: bool(self.harness.acks(op)), self.timeout_s):
+        if not self.harness.wait(lambda: bool(self.harness.acks(op, since)), self.timeout_s):
             what = "CONTINUE" if mode is None else f"PAUSE {mode}"
             return op, [
                 (
@@ -134,7 +135,7 @@ class Session:
                     '"engine", secret: key} on events (protocol.md 3.4, 5.7)',
                 )
             ]
-        return op, ack_problems(self.harness.acks(op)[0], self.key)
+        return op, ack_problems(self.harness.acks(op, since)[0], self.key)
 
     def engine_gone(self) -> str | None:
         """Why the engine cannot be checked any more (it exited), or None."""

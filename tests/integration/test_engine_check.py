@@ -1,0 +1,283 @@
+"""``switchboard engine-check`` against real engines: the built-in one, the llama.cpp one,
+the Python and C examples pass (or fail exactly where they do not keep the protocol); a
+stand-in engine that breaks one duty fails on exactly that duty's rows; ``--run-dir``
+checks an engine started by hand; bad command lines are exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from router_core.credentials import KEY_FILE, load_or_create
+from router_core.endpoints import EngineEndpoints
+from switchboard.engine_check.findings import DUTIES
+from switchboard.text import load_tokenizer
+from switchboard.text.vocab_file import write_vocab_file
+from tests.integration.harness import missing
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = shlex.quote(sys.executable)
+#: The built-in engine's flags that take the contract's placeholders.
+ENGINE_FLAGS = (
+    "--inbound-endpoint {inbound} --events-endpoint {events} --outputs-endpoint {outputs} "
+    "--key-file {key_file} --parent-pid {parent_pid}"
+)
+#: Seconds a whole engine-check run may take before the test gives up on it.
+RUN_TIMEOUT_S = 120
+#: What examples/echo_engine.py does not do: it applies no stop rules (stop ids, stop
+#: strings, EOS), which every engine takes (protocol.md 3.2, 3.5 features). Empty this
+#: set when it does.
+ECHO_GAPS = {"stop.token_ids", "stop.strings", "stop.eos"}
+
+
+def engine_check(switchboard_bin: str, *args: str) -> tuple[int, dict[str, Any]]:
+    """Run ``switchboard engine-check --json ARGS`` from the repo; (exit status, document)."""
+    done = subprocess.run(
+        [switchboard_bin, "engine-check", "--json", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def rows_with(document: dict[str, Any], status: str) -> set[str]:
+    """The names of the duties whose status is ``status``."""
+    return {duty["name"] for duty in document["duties"] if duty["status"] == status}
+
+
+def assert_report(document: dict[str, Any]) -> None:
+    """The document has one row per duty, in order, and every FAIL carries a fix."""
+    assert [duty["name"] for duty in document["duties"]] == list(DUTIES)
+    for duty in document["duties"]:
+        assert (duty["status"] == "FAIL") == bool(duty["fix"]), duty
+
+
+class TestConformingEngines:
+    """Engines that keep the protocol pass; the examples fail only where they do not."""
+
+    def test_builtin_engine(self, switchboard_bin: str) -> None:
+        """The built-in engine passes every duty it can be driven to (EOS: not run)."""
+        status, document = engine_check(
+            switchboard_bin,
+            "--engine-command",
+            f"{PYTHON} -m switchboard.cli engine {ENGINE_FLAGS} --outputs-via direct",
+        )
+        assert_report(document)
+        assert status == 0 and document["ok"], document
+        assert rows_with(document, "not run") == {"stop.eos"}
+
+    def test_stand_in_engine_conforms(self, switchboard_bin: str) -> None:
+        """The stand-in engine without --break passes every duty (the EOS one too)."""
+        status, document = engine_check(
+            switchboard_bin, "--engine-command", f"{PYTHON} -m tests.standins.broken_engine"
+        )
+        assert_report(document)
+        assert status == 0 and rows_with(document, "ok") == set(DUTIES), document
+
+    def test_echo_example(self, switchboard_bin: str) -> None:
+        """examples/echo_engine.py keeps every duty but the stop rules it does not apply."""
+        status, document = engine_check(
+            switchboard_bin,
+            "--engine-command",
+            f"{PYTHON} examples/echo_engine.py --run-dir {{run_dir}} --tokens 64",
+        )
+        assert_report(document)
+        assert rows_with(document, "FAIL") == ECHO_GAPS, document
+        assert status == (1 if ECHO_GAPS else 0)
+
+    def test_c_example(self, switchboard_bin: str, tmp_path: Path) -> None:
+        """examples/c_engine/echo_engine.c, built with cc, passes every duty."""
+        source = REPO / "examples" / "c_engine"
+        compiler = shutil.which("cc")
+        if not (source / "echo_engine.c").exists() or compiler is None:
+            missing("examples/c_engine/echo_engine.c and a C compiler")
+        binary = tmp_path / "echo_engine"
+        built = subprocess.run(
+            [compiler, "-O2", "-o", str(binary), "echo_engine.c", "mpack_lite.c", "-lzmq"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if built.returncode != 0 and "zmq.h" in built.stderr:
+            missing("libzmq's headers (libzmq3-dev)")
+        assert built.returncode == 0, built.stderr
+        status, document = engine_check(switchboard_bin, "--engine-command", str(binary))
+        assert_report(document)
+        assert status == 0 and rows_with(document, "ok") == set(DUTIES), document
+
+    def test_llama_engine(self, switchboard_bin: str, tmp_path: Path) -> None:
+        """The llama.cpp engine on a tiny generated model of the built-in vocabulary passes
+        (EOS: not run; EMBED answered with an abort row)."""
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            missing("llama-cpp-python (make llama)")
+        from switchboard.models import TINY, BuiltinVocab, build_model
+
+        model = build_model(TINY, BuiltinVocab(), tmp_path)
+        status, document = engine_check(
+            switchboard_bin,
+            "--engine-command",
+            f"{PYTHON} -m switchboard.cli engine --backend llama-cpp --model {model} "
+            f"--threads 1 {ENGINE_FLAGS}",
+        )
+        assert_report(document)
+        assert status == 0, document
+        assert rows_with(document, "not run") == {"stop.eos"}
+
+
+#: Each break of the stand-in engine -> the rows that must fail (and no others).
+BROKEN = {
+    "no_load": {"load.first", "restart"},
+    "no_engine_started_ns": {"load.first", "restart"},
+    "no_secret_in_load": {"load.first", "restart"},
+    "same_started_ns": {"restart"},
+    "cumulative_output_ids": {"generate.rows"},
+    "no_completion_tokens": {"generate.rows"},
+    "wrong_owner": {"generate.rows"},
+    "wrong_prompt_tokens": {"generate.usage"},
+    "one_row_per_message": {"generate.batching"},
+    "ignores_max_new_tokens": {"generate.max_new_tokens"},
+    "ignores_stop_ids": {"stop.token_ids"},
+    "ignores_stop_strings": {"stop.strings"},
+    "ignores_eos": {"stop.eos"},
+    "no_abort_row": {"abort.one", "abort.all"},
+    "ignores_pause": {"pause.abort", "pause.retract", "pause.in_place"},
+    # The engine link acknowledges an op older than the last applied by itself, with
+    # the key, so pause.stale holds even for these two.
+    "no_ack": {"pause.abort", "pause.retract", "pause.in_place", "continue"},
+    "no_secret_in_ack": {"pause.abort", "pause.retract", "pause.in_place", "continue"},
+    "no_embed_answer": {"embed"},
+    "crashes_on_bad_frame": {"bad_frames"},
+    "hangs_after_freeze_gc": {"freeze_gc"},
+}
+
+
+class TestBrokenEngines:
+    """A stand-in engine breaking one duty fails on exactly that duty's rows."""
+
+    @pytest.mark.parametrize("duty", sorted(BROKEN))
+    def test_fails_on_its_row(self, switchboard_bin: str, duty: str) -> None:
+        """Exit status 1, FAIL on exactly the rows the break implies, each with a fix."""
+        status, document = engine_check(
+            switchboard_bin,
+            "--timeout-s",
+            "2",
+            "--engine-command",
+            f"{PYTHON} -m tests.standins.broken_engine --break {duty}",
+        )
+        assert_report(document)
+        assert status == 1 and not document["ok"]
+        assert rows_with(document, "FAIL") == BROKEN[duty], document
+
+    def test_table(self, switchboard_bin: str) -> None:
+        """Without --json: a table, one line per duty, the fix under a failure, a summary."""
+        done = subprocess.run(
+            [
+                switchboard_bin,
+                "engine-check",
+                "--timeout-s",
+                "2",
+                "--engine-command",
+                f"{PYTHON} -m tests.standins.broken_engine --break ignores_stop_ids",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0].split() == ["duty", "result", "detail"]
+        failing = [index for index, line in enumerate(lines) if " FAIL " in line]
+        assert [lines[index].split()[0] for index in failing] == ["stop.token_ids"]
+        assert lines[failing[0] + 1].strip().startswith("fix: end at the token that is it")
+        assert lines[-1] == "19 ok, 1 FAIL, 0 not run"
+
+
+@pytest.fixture
+def hand_started() -> Iterator[Path]:
+    """The stand-in engine started by hand on a private run dir's endpoints."""
+    run_dir = Path(tempfile.mkdtemp(prefix="sb-hand-", dir="/tmp"))
+    key = load_or_create(run_dir / KEY_FILE)
+    vocab = run_dir / "vocab.msgpack"
+    write_vocab_file(load_tokenizer(), vocab)
+    endpoints = EngineEndpoints.in_run_dir(run_dir)
+    env = {
+        **os.environ,
+        "SWITCHBOARD_ENGINE_INBOUND": endpoints.inbound,
+        "SWITCHBOARD_ENGINE_EVENTS": endpoints.events,
+        "SWITCHBOARD_ENGINE_OUTPUTS": endpoints.outputs,
+        "SWITCHBOARD_STACK_KEY": key,
+        "SWITCHBOARD_VOCAB_FILE": str(vocab),
+    }
+    engine = subprocess.Popen(
+        [sys.executable, "-m", "tests.standins.broken_engine"], cwd=REPO, env=env
+    )
+    try:
+        yield run_dir
+    finally:
+        engine.terminate()
+        try:
+            engine.wait(timeout=10)
+        finally:
+            engine.kill()
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+class TestRunDir:
+    """``--run-dir``: an engine the user started, checked on that run dir's endpoints."""
+
+    def test_checks_a_running_engine(self, switchboard_bin: str, hand_started: Path) -> None:
+        """Every duty but restart (not run: it needs --engine-command) is ok, exit 0."""
+        status, document = engine_check(switchboard_bin, "--run-dir", str(hand_started))
+        assert_report(document)
+        assert status == 0
+        assert rows_with(document, "not run") == {"restart"}
+        assert rows_with(document, "ok") == set(DUTIES) - {"restart"}
+
+
+class TestUsage:
+    """Bad command lines: one line on stderr, exit status 2."""
+
+    @pytest.mark.parametrize(
+        ("args", "says"),
+        [
+            ([], "one of the arguments --engine-command --run-dir is required"),
+            (["--engine-command", "x", "--run-dir", "/tmp"], "not allowed with argument"),
+            (["--engine-command", "engine {nope}"], "unknown placeholder {nope}"),
+            (["--engine-command", "engine", "--timeout-s", "0"], "must be > 0"),
+            (["--run-dir", "/nonexistent-sb"], "--run-dir /nonexistent-sb"),
+        ],
+    )
+    def test_refused(self, switchboard_bin: str, args: list[str], says: str) -> None:
+        """Each is refused before anything starts, naming what is wrong."""
+        done = subprocess.run(
+            [switchboard_bin, "engine-check", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done
+        assert says in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
