@@ -288,6 +288,7 @@ def check_restart(session: Session) -> list[Finding]:
     loads = session.harness.loads()
     old = loads[-1].engine_started_ns if loads else None
     process.kill()
+    session.harness.reconnect_inbound()
     since = len(session.harness.inbox.events)
     process.start()
     harness = session.harness

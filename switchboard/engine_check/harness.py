@@ -74,18 +74,28 @@ class Harness:
         try:
             self._events = bind(self._context, zmq.PULL, self.endpoints.events)
             self._outputs = bind(self._context, zmq.PULL, self.endpoints.outputs)
-            inbound = self._context.socket(zmq.PUSH)
-            inbound.setsockopt(zmq.LINGER, 0)
-            inbound.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
-            # Queue for an engine that has not bound yet (or restarts): the routers'
-            # destinations keep a backlog for it in the same way.
-            inbound.setsockopt(zmq.IMMEDIATE, 0)
-            inbound.connect(self.endpoints.inbound)
-            self._inbound = inbound
+            self._inbound = self._connect_inbound(self._context)
         except BaseException:
             self.close()
             raise
         return self
+
+    def _connect_inbound(self, context: zmq.Context[zmq.Socket[bytes]]) -> zmq.Socket[bytes]:
+        inbound = context.socket(zmq.PUSH)
+        inbound.setsockopt(zmq.LINGER, 0)
+        inbound.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
+        # Queue for an engine that has not bound yet: the routers' destinations keep a
+        # backlog for it in the same way.
+        inbound.setsockopt(zmq.IMMEDIATE, 0)
+        inbound.connect(self.endpoints.inbound)
+        return inbound
+
+    def reconnect_inbound(self) -> None:
+        """Connect ``inbound`` afresh, dropping what waits for an engine that is gone (so
+        a restarted engine gets only what is sent from now on)."""
+        assert self._context is not None and self._inbound is not None, "open() first"
+        self._inbound.close(linger=0)
+        self._inbound = self._connect_inbound(self._context)
 
     def close(self) -> None:
         """Close every socket (removing the socket files bound); safe to call twice."""
