@@ -30,17 +30,19 @@ def add_parser(sub: Any) -> None:
         help="check that an engine keeps the protocol (docs/engine-check.md)",
         description=__doc__.partition("\n\n")[0] if __doc__ else None,
     )
-    which = parser.add_mutually_exclusive_group(required=True)
+    # Not required=True: an unknown flag is then reported first, as by every subcommand.
+    which = parser.add_mutually_exclusive_group()
     which.add_argument(
         "--engine-command",
         metavar="CMD",
         help="the engine's command line, as for switchboard up --engine-command: split "
         "like a shell (not run by one), placeholders {inbound} {events} {outputs} "
-        "{run_dir} {key_file} {vocab_file} {parent_pid}",
+        "{run_dir} {key_file} {vocab_file} {parent_pid} (default: none; this or --run-dir)",
     )
     which.add_argument(
         "--run-dir",
-        help="check an engine already running on this run dir's endpoints (its stack.key)",
+        help="check an engine already running on this run dir's endpoints, with its stack.key "
+        "(default: none; this or --engine-command)",
     )
     parser.add_argument(
         "--tokenizer",
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from switchboard.engine_check.runner import check_engine_command, check_engine_on_run_dir
     from switchboard.supervisor.engine_command import EngineCommandError, check_command
 
+    if args.engine_command is None and args.run_dir is None:
+        raise UsageError("give --engine-command CMD or --run-dir DIR (see --help)")
     codec = tokenizer_flag(args)
     last_lines = ""
     if args.engine_command is not None:

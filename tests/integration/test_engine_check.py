@@ -262,7 +262,7 @@ class TestUsage:
     @pytest.mark.parametrize(
         ("args", "says"),
         [
-            ([], "one of the arguments --engine-command --run-dir is required"),
+            ([], "give --engine-command CMD or --run-dir DIR"),
             (["--engine-command", "x", "--run-dir", "/tmp"], "not allowed with argument"),
             (["--engine-command", "engine {nope}"], "unknown placeholder {nope}"),
             (["--engine-command", "engine", "--timeout-s", "0"], "must be > 0"),
