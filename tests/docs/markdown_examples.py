@@ -172,7 +172,7 @@ def extract(path: str, text: str) -> Document:
         while end < len(lines) and not _closes(lines[end], fence):
             end += 1
         body = [
-            row[indent:] if row[:indent].isspace() else row.lstrip()
+            row[indent:] if not row[:indent].strip() else row.lstrip()
             for row in lines[index + 1 : end]
         ]
         info = fence_match.group("info").split()

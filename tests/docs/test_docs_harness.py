@@ -80,6 +80,12 @@ class TestExtract:
         (block,) = extract("a.md", text).blocks
         assert block.text == "ls -l" and block.marker is not None
 
+    def test_fence_at_the_margin_keeps_its_lines_indentation(self) -> None:
+        """A fence that is not indented leaves its lines as they are (a Python file)."""
+        text = doc("<!-- example: file path=a.py -->", f"{FENCE}python", "if x:", "    y()", FENCE)
+        (block,) = extract("a.md", text).blocks
+        assert block.text == "if x:\n    y()"
+
 
 class TestCommands:
     def test_command_lines_join_continuations_and_drop_comments(self) -> None:
