@@ -11,147 +11,100 @@ void mp_reader_init(mp_reader *r, const void *data, size_t len)
     r->err = 0;
 }
 
-static int take(mp_reader *r, size_t n, const uint8_t **out)
+/* The next n bytes, or NULL (and r->err) when the buffer has fewer. */
+static const uint8_t *take(mp_reader *r, size_t n)
 {
     if (r->err || (size_t)(r->end - r->p) < n) {
         r->err = 1;
-        return 0;
+        return NULL;
     }
-    *out = r->p;
     r->p += n;
+    return r->p - n;
+}
+
+static int be(mp_reader *r, int n, uint64_t *v)
+{
+    const uint8_t *b = take(r, (size_t)n);
+    *v = 0;
+    for (int k = 0; b && k < n; k++)
+        *v = *v << 8 | b[k];
+    return b != NULL;
+}
+
+static int integer(mp_obj *o, uint64_t v, int is_signed)
+{
+    o->type = is_signed || v <= (uint64_t)INT64_MAX ? MP_INT : MP_UINT;
+    o->i = (int64_t)v, o->u = v;
     return 1;
 }
 
-static uint64_t be(const uint8_t *b, int n)
+/* str, bin, ext: the length (in `width` bytes, or `fixed` when width is 0), the ext's
+ * type byte, then the data. */
+static int bytes(mp_reader *r, mp_obj *o, mp_type t, int width, uint32_t fixed)
 {
-    uint64_t v = 0;
-    for (int k = 0; k < n; k++)
-        v = v << 8 | b[k];
-    return v;
-}
-
-static int sized(mp_reader *r, mp_obj *o, mp_type t, int width)
-{
-    const uint8_t *b;
-    if (!take(r, (size_t)width, &b))
+    uint64_t n = fixed;
+    if ((width && !be(r, width, &n)) || (t == MP_EXT && !take(r, 1)))
         return 0;
-    o->type = t;
-    o->n = (uint32_t)be(b, width);
-    if (t == MP_EXT && !take(r, 1, &b)) /* the ext's type byte */
-        return 0;
-    if (t == MP_STR || t == MP_BIN || t == MP_EXT) {
-        if (!take(r, o->n, &b))
-            return 0;
-        o->p = (const char *)b;
-    }
-    return 1;
-}
-
-static int unsigned_int(mp_obj *o, uint64_t v)
-{
-    if (v > (uint64_t)INT64_MAX) {
-        o->type = MP_UINT;
-        o->u = v;
-    } else {
-        o->type = MP_INT;
-        o->i = (int64_t)v;
-    }
-    return 1;
+    o->type = t, o->n = (uint32_t)n;
+    return (o->p = (const char *)take(r, o->n)) != NULL;
 }
 
 int mp_next(mp_reader *r, mp_obj *o)
 {
-    const uint8_t *b;
-    if (!take(r, 1, &b))
+    const uint8_t *b = take(r, 1);
+    uint64_t v;
+    memset(o, 0, sizeof *o);
+    if (!b)
         return 0;
     uint8_t c = *b;
-    memset(o, 0, sizeof *o);
     if (c <= 0x7f)
-        return unsigned_int(o, c);
-    if (c >= 0xe0) {
-        o->type = MP_INT;
-        o->i = (int8_t)c;
+        return integer(o, c, 0);
+    if (c >= 0xe0)
+        return integer(o, (uint64_t)(int64_t)(int8_t)c, 1);
+    if (c <= 0x8f || (c >= 0x90 && c <= 0x9f)) {
+        o->type = c <= 0x8f ? MP_MAP : MP_ARRAY, o->n = c & 0x0f;
         return 1;
     }
-    if (c >= 0xa0 && c <= 0xbf) {
-        o->n = c & 0x1f;
-        o->type = MP_STR;
-        if (!take(r, o->n, &b))
-            return 0;
-        o->p = (const char *)b;
-        return 1;
-    }
-    if (c >= 0x90 && c <= 0x9f) {
-        o->type = MP_ARRAY;
-        o->n = c & 0x0f;
-        return 1;
-    }
-    if (c >= 0x80 && c <= 0x8f) {
-        o->type = MP_MAP;
-        o->n = c & 0x0f;
-        return 1;
-    }
+    if (c <= 0xbf)
+        return bytes(r, o, MP_STR, 0, c & 0x1f);
     switch (c) {
     case 0xc0: o->type = MP_NIL; return 1;
-    case 0xc2: case 0xc3: o->type = MP_BOOL; o->i = c == 0xc3; return 1;
-    case 0xc4: return sized(r, o, MP_BIN, 1);
-    case 0xc5: return sized(r, o, MP_BIN, 2);
-    case 0xc6: return sized(r, o, MP_BIN, 4);
-    case 0xc7: return sized(r, o, MP_EXT, 1);
-    case 0xc8: return sized(r, o, MP_EXT, 2);
-    case 0xc9: return sized(r, o, MP_EXT, 4);
-    case 0xca: case 0xcb: {
-        int n = c == 0xca ? 4 : 8;
-        if (!take(r, (size_t)n, &b))
+    case 0xc2: case 0xc3: o->type = MP_BOOL, o->i = c == 0xc3; return 1;
+    case 0xc4: case 0xc5: case 0xc6: return bytes(r, o, MP_BIN, 1 << (c - 0xc4), 0);
+    case 0xc7: case 0xc8: case 0xc9: return bytes(r, o, MP_EXT, 1 << (c - 0xc7), 0);
+    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+        return bytes(r, o, MP_EXT, 0, 1u << (c - 0xd4));
+    case 0xd9: case 0xda: case 0xdb: return bytes(r, o, MP_STR, 1 << (c - 0xd9), 0);
+    case 0xca: case 0xcb:
+        if (!be(r, c == 0xca ? 4 : 8, &v))
             return 0;
-        uint64_t bits = be(b, n);
         o->type = MP_FLOAT;
-        if (n == 4) {
-            uint32_t b32 = (uint32_t)bits;
+        if (c == 0xca) {
+            uint32_t bits = (uint32_t)v;
             float f;
-            memcpy(&f, &b32, 4);
+            memcpy(&f, &bits, 4);
             o->f = f;
         } else {
-            memcpy(&o->f, &bits, 8);
+            memcpy(&o->f, &v, 8);
         }
         return 1;
-    }
-    case 0xcc: case 0xcd: case 0xce: case 0xcf: {
-        int n = 1 << (c - 0xcc);
-        if (!take(r, (size_t)n, &b))
-            return 0;
-        return unsigned_int(o, be(b, n));
-    }
+    case 0xcc: case 0xcd: case 0xce: case 0xcf:
+        return be(r, 1 << (c - 0xcc), &v) && integer(o, v, 0);
     case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
         int n = 1 << (c - 0xd0);
-        if (!take(r, (size_t)n, &b))
+        if (!be(r, n, &v))
             return 0;
-        uint64_t v = be(b, n);
         if (n < 8 && (v >> (8 * n - 1)) & 1) /* sign-extend */
             v |= ~(uint64_t)0 << (8 * n);
-        o->type = MP_INT;
-        o->i = (int64_t)v;
-        return 1;
+        return integer(o, v, 1);
     }
-    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext: type + 1..16 bytes */
-        o->type = MP_EXT;
-        o->n = 1u << (c - 0xd4);
-        if (!take(r, 1 + (size_t)o->n, &b))
-            return 0;
-        o->p = (const char *)b + 1;
-        return 1;
-    case 0xd9: return sized(r, o, MP_STR, 1);
-    case 0xda: return sized(r, o, MP_STR, 2);
-    case 0xdb: return sized(r, o, MP_STR, 4);
-    case 0xdc: case 0xdd: case 0xde: case 0xdf: {
-        int n = c & 1 ? 4 : 2;
-        if (!take(r, (size_t)n, &b))
-            return 0;
+    case 0xdc: case 0xdd: case 0xde: case 0xdf:
         o->type = c <= 0xdd ? MP_ARRAY : MP_MAP;
-        o->n = (uint32_t)be(b, n);
+        if (!be(r, c & 1 ? 4 : 2, &v))
+            return 0;
+        o->n = (uint32_t)v;
         return 1;
-    }
-    default: /* 0xc1, never used */
+    default: /* 0xc1 is never used */
         r->err = 1;
         return 0;
     }
@@ -165,87 +118,55 @@ int mp_skip(mp_reader *r)
     while (todo--) {
         if (!mp_next(r, &o))
             return 0;
-        if (o.type == MP_ARRAY)
-            todo += o.n;
-        else if (o.type == MP_MAP)
-            todo += 2 * (uint64_t)o.n;
+        todo += o.type == MP_ARRAY ? o.n : o.type == MP_MAP ? 2 * (uint64_t)o.n : 0;
     }
     return 1;
 }
 
-static int want(mp_reader *r, mp_obj *o, mp_type t)
+int mp_read(mp_reader *r, mp_obj *o, mp_type t)
 {
-    if (!mp_next(r, o))
-        return 0;
-    if (o->type != t) {
-        r->err = 1;
-        return 0;
-    }
-    return 1;
+    if (mp_next(r, o) && o->type == t)
+        return 1;
+    r->err = 1;
+    return 0;
 }
 
 int mp_read_int(mp_reader *r, int64_t *v)
 {
     mp_obj o;
-    if (!want(r, &o, MP_INT))
-        return 0;
-    *v = o.i;
-    return 1;
-}
-
-int mp_read_num(mp_reader *r, double *v)
-{
-    mp_obj o;
-    if (!mp_next(r, &o))
-        return 0;
-    if (o.type == MP_FLOAT)
-        *v = o.f;
-    else if (o.type == MP_INT)
-        *v = (double)o.i;
-    else if (o.type == MP_UINT)
-        *v = (double)o.u;
-    else {
-        r->err = 1;
-        return 0;
-    }
-    return 1;
+    return mp_read(r, &o, MP_INT) ? (*v = o.i, 1) : 0;
 }
 
 int mp_read_bool(mp_reader *r, int *v)
 {
     mp_obj o;
-    if (!want(r, &o, MP_BOOL))
-        return 0;
-    *v = (int)o.i;
-    return 1;
+    return mp_read(r, &o, MP_BOOL) ? (*v = (int)o.i, 1) : 0;
 }
 
 int mp_read_str(mp_reader *r, const char **s, uint32_t *n)
 {
     mp_obj o;
-    if (!want(r, &o, MP_STR))
-        return 0;
-    *s = o.p;
-    *n = o.n;
-    return 1;
+    return mp_read(r, &o, MP_STR) ? (*s = o.p, *n = o.n, 1) : 0;
 }
 
 int mp_read_array(mp_reader *r, uint32_t *n)
 {
     mp_obj o;
-    if (!want(r, &o, MP_ARRAY))
-        return 0;
-    *n = o.n;
-    return 1;
+    return mp_read(r, &o, MP_ARRAY) ? (*n = o.n, 1) : 0;
 }
 
 int mp_read_map(mp_reader *r, uint32_t *n)
 {
     mp_obj o;
-    if (!want(r, &o, MP_MAP))
+    return mp_read(r, &o, MP_MAP) ? (*n = o.n, 1) : 0;
+}
+
+int mp_map_key(mp_reader *r, uint32_t *left, const char **k, uint32_t *n)
+{
+    if (r->err || *left == 0)
         return 0;
-    *n = o.n;
-    return 1;
+    (*left)--;
+    return mp_read_str(r, k, n);
 }
 
 int mp_key_is(const char *s, uint32_t n, const char *lit)
@@ -258,11 +179,10 @@ int mp_key_is(const char *s, uint32_t n, const char *lit)
 void mp_buf_free(mp_buf *w)
 {
     free(w->d);
-    w->d = NULL;
-    w->n = w->cap = 0;
+    memset(w, 0, sizeof *w);
 }
 
-static void put(mp_buf *w, const void *src, size_t n)
+void mp_w_raw(mp_buf *w, const void *src, size_t n)
 {
     if (w->oom)
         return;
@@ -275,94 +195,60 @@ static void put(mp_buf *w, const void *src, size_t n)
             w->oom = 1;
             return;
         }
-        w->d = d;
-        w->cap = cap;
+        w->d = d, w->cap = cap;
     }
     memcpy(w->d + w->n, src, n);
     w->n += n;
 }
 
-static void put_be(mp_buf *w, uint8_t tag, uint64_t v, int n)
+/* A tag byte, then v big-endian in n bytes. */
+static void tag(mp_buf *w, uint8_t t, uint64_t v, int n)
 {
-    uint8_t b[9];
-    b[0] = tag;
+    uint8_t b[9] = { t };
     for (int k = 0; k < n; k++)
         b[1 + k] = (uint8_t)(v >> (8 * (n - 1 - k)));
-    put(w, b, 1 + (size_t)n);
+    mp_w_raw(w, b, 1 + (size_t)n);
 }
 
-void mp_w_nil(mp_buf *w) { put_be(w, 0xc0, 0, 0); }
-void mp_w_bool(mp_buf *w, int v) { put_be(w, v ? 0xc3 : 0xc2, 0, 0); }
-
-void mp_w_uint(mp_buf *w, uint64_t v)
+/* The smallest of a fix form (fix | v, when v <= fix_max) and tags t8, t16, t32 (0: none). */
+static void sized(mp_buf *w, uint8_t fix, uint64_t fix_max, uint8_t t8, uint8_t t16,
+                  uint8_t t32, uint64_t v)
 {
-    if (v <= 0x7f)
-        put_be(w, (uint8_t)v, 0, 0);
-    else if (v <= 0xff)
-        put_be(w, 0xcc, v, 1);
+    if (v <= fix_max)
+        tag(w, (uint8_t)(fix | v), 0, 0);
+    else if (t8 && v <= 0xff)
+        tag(w, t8, v, 1);
     else if (v <= 0xffff)
-        put_be(w, 0xcd, v, 2);
-    else if (v <= 0xffffffffu)
-        put_be(w, 0xce, v, 4);
+        tag(w, t16, v, 2);
     else
-        put_be(w, 0xcf, v, 8);
+        tag(w, t32, v, 4);
+}
+
+void mp_w_nil(mp_buf *w) { tag(w, 0xc0, 0, 0); }
+void mp_w_bool(mp_buf *w, int v) { tag(w, v ? 0xc3 : 0xc2, 0, 0); }
+void mp_w_array(mp_buf *w, uint32_t n) { sized(w, 0x90, 15, 0, 0xdc, 0xdd, n); }
+void mp_w_map(mp_buf *w, uint32_t n) { sized(w, 0x80, 15, 0, 0xde, 0xdf, n); }
+void mp_w_cstr(mp_buf *w, const char *s) { mp_w_str(w, s, strlen(s)); }
+
+void mp_w_str(mp_buf *w, const char *s, size_t n)
+{
+    sized(w, 0xa0, 31, 0xd9, 0xda, 0xdb, n);
+    mp_w_raw(w, s, n);
 }
 
 void mp_w_int(mp_buf *w, int64_t v)
 {
-    if (v >= 0)
-        mp_w_uint(w, (uint64_t)v);
-    else if (v >= -32)
-        put_be(w, (uint8_t)(int8_t)v, 0, 0);
-    else if (v >= INT8_MIN)
-        put_be(w, 0xd0, (uint64_t)v & 0xff, 1);
-    else if (v >= INT16_MIN)
-        put_be(w, 0xd1, (uint64_t)v & 0xffff, 2);
-    else if (v >= INT32_MIN)
-        put_be(w, 0xd2, (uint64_t)v & 0xffffffffu, 4);
+    if (v >= 0 && v <= 0xffffffffLL)
+        sized(w, 0, 0x7f, 0xcc, 0xcd, 0xce, (uint64_t)v);
+    else if (v >= -32 && v < 0)
+        tag(w, (uint8_t)(int8_t)v, 0, 0);
     else
-        put_be(w, 0xd3, (uint64_t)v, 8);
+        tag(w, v < 0 ? 0xd3 : 0xcf, (uint64_t)v, 8); /* int 64, or uint 64 */
 }
 
 void mp_w_f64(mp_buf *w, double v)
 {
     uint64_t bits;
     memcpy(&bits, &v, 8);
-    put_be(w, 0xcb, bits, 8);
-}
-
-void mp_w_str(mp_buf *w, const char *s, size_t n)
-{
-    if (n <= 31)
-        put_be(w, (uint8_t)(0xa0 | n), 0, 0);
-    else if (n <= 0xff)
-        put_be(w, 0xd9, n, 1);
-    else if (n <= 0xffff)
-        put_be(w, 0xda, n, 2);
-    else
-        put_be(w, 0xdb, n, 4);
-    put(w, s, n);
-}
-
-void mp_w_cstr(mp_buf *w, const char *s) { mp_w_str(w, s, strlen(s)); }
-void mp_w_raw(mp_buf *w, const void *p, size_t n) { put(w, p, n); }
-
-void mp_w_array(mp_buf *w, uint32_t n)
-{
-    if (n <= 15)
-        put_be(w, (uint8_t)(0x90 | n), 0, 0);
-    else if (n <= 0xffff)
-        put_be(w, 0xdc, n, 2);
-    else
-        put_be(w, 0xdd, n, 4);
-}
-
-void mp_w_map(mp_buf *w, uint32_t n)
-{
-    if (n <= 15)
-        put_be(w, (uint8_t)(0x80 | n), 0, 0);
-    else if (n <= 0xffff)
-        put_be(w, 0xde, n, 2);
-    else
-        put_be(w, 0xdf, n, 4);
+    tag(w, 0xcb, bits, 8);
 }

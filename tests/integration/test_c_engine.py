@@ -306,12 +306,20 @@ class TestAlone:
                     sampling_params=SamplingParams(max_new_tokens=3),
                 )
                 framed = frame_message(Kind.GENERATE, request, rids=["r1"], reply_to=[owner])
-                # A bad header, a frame too many, a batch kind with no rows: each one
-                # counted and skipped, and the request after them answered.
-                for garbage in ([b"\xc1", b"x"], [*framed, b"extra"], [b"\x91\x28"]):
+                # Bad headers (one claiming 2**32 - 1 elements), a frame too many, a batch
+                # kind with no rows, a prompt claiming 2**32 - 1 ids: each one counted and
+                # skipped at once, and the request after them answered.
+                lying = b"\x82\xa3rid\xa2r1\xa9input_ids\xdd\xff\xff\xff\xff"
+                for garbage in (
+                    [b"\xc1", b"x"],
+                    [b"\xdd\xff\xff\xff\xff\x01", b"x"],
+                    [*framed, b"extra"],
+                    [b"\x91\x28"],
+                    [framed[0], lying],
+                ):
                     wire.push.send_multipart(garbage)
                 wire.push.send_multipart(framed)
-                rows = [wire.take(wire.outputs, Kind.TOKEN_BATCH)[1][0] for _ in range(3)]
+                rows = [wire.take(wire.outputs, Kind.TOKEN_BATCH, 2.0)[1][0] for _ in range(3)]
                 batch = combine_rows(BatchTokenIDOutput, rows)
                 assert batch.output_ids == [[10], [11], [12]]
                 assert batch.completion_tokens == [1, 2, 3]
@@ -351,8 +359,8 @@ class TestAlone:
         assert engine.returncode == 0, errors
         assert not (run_dir / "engine").exists()
         last = errors.strip().splitlines()[-1]
-        for counted in ("bad_header", "frame_count", "header_shape"):
-            assert f"rejected{{{counted}}}=1" in last, errors
+        for counted in ("bad_header}=2", "frame_count}=1", "header_shape}=1", "bad_payload}=1"):
+            assert f"rejected{{{counted}" in last, errors
         assert "duplicates{operation}=1" in last, errors
 
     @pytest.mark.parametrize(
