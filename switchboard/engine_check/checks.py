@@ -24,6 +24,7 @@ from switchboard.engine_check.verdicts import (
 )
 
 __all__ = [
+    "UNDECODABLE_FIX",
     "check_batching",
     "check_generate",
     "check_load",
@@ -35,6 +36,11 @@ __all__ = [
     "verdict",
 ]
 
+#: The fix of a message from the engine that the real decoder refuses.
+UNDECODABLE_FIX = (
+    "frame every message as [header, payloads...]: the canonical header, one payload per "
+    "row of a batch, payloads that decode as their kind (protocol.md 2, 4)"
+)
 _NEEDS_ROWS = "needs generate.rows to conform (runs are compared id for id)"
 
 
@@ -128,15 +134,15 @@ def check_generate(session: Session) -> list[Finding]:
     params = session.greedy()
     before = len(session.harness.inbox.undecodable)
     run = session.run("first", prompt, params)
-    problems = row_problems(run) + run_problems(run, session.timeout_s)
-    for bad in session.harness.inbox.undecodable[before:]:
-        problems.append(
-            (
-                f"a message on {bad.socket} does not decode: {bad.reason}",
-                "frame every message as [header, payloads...] with the canonical header "
-                "and one payload per row (protocol.md 2, 4)",
-            )
+    # A message that does not decode says most: it may be where the rows went.
+    problems: list[Problem] = [
+        (
+            f"a message on {bad.socket} does not decode: {bad.reason}",
+            UNDECODABLE_FIX,
         )
+        for bad in session.harness.inbox.undecodable[before:]
+    ]
+    problems += row_problems(run) + run_problems(run, session.timeout_s)
     rows = verdict("generate.rows", problems, f"{run.rows} rows, {len(run.ids)} ids, {run.finish}")
     if problems:
         return [rows, not_run("generate.usage", "generate.rows failed")]

@@ -1,9 +1,10 @@
-"""The duties of aborts, pauses, embeddings, bad input, freeze-GC and restarts.
+"""The duties of aborts, embeddings, bad input, freeze-GC and restarts.
 
 Each function takes the :class:`~switchboard.engine_check.session.Session` and returns
-its rows' findings. Requests that must still be running when a command arrives ask for
-:data:`~switchboard.engine_check.session.LONG_TOKENS` ids; one that finished first makes
-the check ``not run`` (the engine was too fast to tell), never a failure.
+its rows' findings. Requests that must still be running when an ABORT arrives are
+started by :meth:`~switchboard.engine_check.session.Session.start_long`; one that
+finished first makes the row ``not run`` (the engine was too fast to tell), never a
+failure.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import msgspec
 
 from router_core.wire import Header, Kind, encode_header, encode_payload
-from router_core.wire.control import FreezeGC, PauseMode
+from router_core.wire.control import FreezeGC
 from router_core.wire.requests import EmbeddingRequest
 from switchboard.engine_check.checks import run_problems, same_run, verdict
 from switchboard.engine_check.findings import Finding, failed, not_run
 from switchboard.engine_check.rows import RequestRun
-from switchboard.engine_check.session import LONG_PROMPT, LONG_TOKENS, Baseline, Session
+from switchboard.engine_check.session import Session
 from switchboard.engine_check.verdicts import Problem, load_problems
 
 __all__ = [
@@ -24,45 +25,27 @@ __all__ = [
     "check_bad_frames",
     "check_embed",
     "check_freeze_gc",
-    "check_pauses",
     "check_restart",
 ]
 
-#: Seconds after an ACK in which rows sent before it may still arrive (another socket).
-ACK_GRACE_S = 0.1
-#: Seconds without rows that show a paused engine is paused.
-QUIET_S = 0.4
+#: Seconds in which what a killed engine sent before it died may still arrive.
+DRAIN_S = 0.1
 
 _ABORT_FIX = (
     'finish an aborted request with one row whose finished_reasons is {"type": "abort", '
     '"message": ...}; abort_all aborts every request of header.reply_to[0] (protocol.md 3.2, 8)'
 )
 _NEEDS_ROWS = "a request's rows are judged only once generate.rows conforms"
-_TOO_FAST = "a request finished before the command arrived (the engine is too fast to tell)"
 
 
 def _aborted(run: RequestRun) -> bool:
     return run.finish_type == "abort"
 
 
-def _running(session: Session, label: str, count: int) -> list[str] | str:
-    """Start ``count`` long requests and wait for a row of each: their rids, or why the
-    check cannot go on (a request finished first, or got no row)."""
-    prompt = session.prompt(LONG_PROMPT)
-    rids = [session.generate(label, prompt, session.greedy(LONG_TOKENS)) for _ in range(count)]
-    session.wait_rows(rids)
-    runs = session.runs(rids)
-    if any(run.finished for run in runs):
-        return _TOO_FAST
-    if not all(run.rows for run in runs):
-        return f"a request got no row within {session.timeout_s:g} s"
-    return rids
-
-
 def check_abort(session: Session) -> list[Finding]:
     """``abort.one``: ABORT one of two running requests; ``abort.all``: abort_all."""
     findings: list[Finding] = []
-    rids = _running(session, "abort", 2)
+    rids = session.start_long("abort", 2)
     if isinstance(rids, str):
         findings.append(not_run("abort.one", rids))
     else:
@@ -81,7 +64,7 @@ def check_abort(session: Session) -> list[Finding]:
                 )
             )
         findings.append(verdict("abort.one", problems, f"aborted: {target.finish}"))
-    rids = _running(session, "abort-all", 2)
+    rids = session.start_long("abort-all", 2)
     if isinstance(rids, str):
         findings.append(not_run("abort.all", rids))
     else:
@@ -95,105 +78,6 @@ def check_abort(session: Session) -> list[Finding]:
         ]
         findings.append(verdict("abort.all", problems, f"{len(runs)} aborted"))
     return findings
-
-
-def _long_baseline(session: Session) -> Baseline:
-    prompt, params = session.prompt(LONG_PROMPT), session.greedy(LONG_TOKENS)
-    return Baseline(prompt, params, session.run("long", prompt, params))
-
-
-def _pause_keeping(session: Session, mode: PauseMode, base: Baseline) -> Finding:
-    """Pause in ``mode`` while a request runs: no rows while paused, the same ids after."""
-    name = f"pause.{mode}"
-    rid = session.generate(mode, base.prompt, base.params)
-    session.wait_rows([rid], rows=2)
-    if session.runs([rid])[0].finished:
-        return not_run(name, _TOO_FAST)
-    _, problems = session.command(mode)
-    session.harness.pump(ACK_GRACE_S)
-    at_pause = session.runs([rid])[0]
-    session.harness.pump(QUIET_S)
-    paused = session.runs([rid])[0]
-    if at_pause.finished and not problems:
-        return not_run(name, _TOO_FAST)
-    if paused.rows > at_pause.rows:
-        problems.append(
-            (
-                f"{paused.rows - at_pause.rows} rows in the {QUIET_S:g} s after the ACK",
-                f"on PAUSE {mode}, stop stepping before the ACK and until CONTINUE "
-                "(protocol.md 3.4, 5.7)",
-            )
-        )
-    _, resumed = session.command(None)
-    session.continues.append(resumed)
-    run = session.wait_finished([rid])[0]
-    problems += run_problems(run, session.timeout_s)
-    if run.finished:
-        problems += same_run(run, base.run.ids, f"paused in {mode} and continued")
-    return verdict(name, problems, f"no rows while paused; {len(run.ids)} ids as unpaused")
-
-
-def check_pauses(session: Session) -> list[Finding]:
-    """``pause.abort``, ``pause.retract``, ``pause.in_place``, ``continue``, ``pause.stale``."""
-    findings: list[Finding] = []
-    rids = _running(session, "pause", 2)
-    if isinstance(rids, str):
-        findings.append(not_run("pause.abort", rids))
-    else:
-        _, problems = session.command("abort")
-        runs = session.wait_finished(rids)
-        problems += [p for run in runs for p in run_problems(run, session.timeout_s)]
-        problems += [
-            (
-                f"PAUSE abort: {run.rid} finished {run.finish}",
-                "on PAUSE abort, finish every running and waiting request with an abort row, "
-                "then ACK (protocol.md 3.4, 5.7)",
-            )
-            for run in runs
-            if not _aborted(run)
-        ]
-        findings.append(verdict("pause.abort", problems, "running requests aborted"))
-        session.command(None)  # back to serving; judged by the rows below
-    if session.rows_ok:
-        base = _long_baseline(session)
-        findings += [_pause_keeping(session, mode, base) for mode in ("retract", "in_place")]
-    else:
-        findings += [
-            not_run(f"pause.{mode}", "needs generate.rows to conform")
-            for mode in ("retract", "in_place")
-        ]
-    if not session.continues:
-        findings.append(not_run("continue", "no pause that keeps requests was checked"))
-    else:
-        problems = [p for each in session.continues for p in each]
-        findings.append(
-            verdict(
-                "continue", problems, f"{len(session.continues)} CONTINUEs acked, requests resumed"
-            )
-        )
-    findings.append(_check_stale(session))
-    return findings
-
-
-def _check_stale(session: Session) -> Finding:
-    """An op older than the last applied is acknowledged and not applied."""
-    name = "pause.stale"
-    rids = _running(session, "stale", 1)
-    if isinstance(rids, str):
-        return not_run(name, rids)
-    stale = f"{session.incarnation}-1"
-    _, problems = session.command("abort", stale)
-    run = session.wait_finished(rids)[0]
-    problems += run_problems(run, session.timeout_s)
-    if _aborted(run):
-        problems.append(
-            (
-                f"a PAUSE abort with the older op {stale} aborted a request",
-                "acknowledge but do not apply an op no newer than the last applied, by "
-                "(incarnation, seq) (protocol.md 3.4, 5.7)",
-            )
-        )
-    return verdict(name, problems, f"older op {stale} acked, not applied")
 
 
 def check_embed(session: Session) -> list[Finding]:
@@ -285,26 +169,32 @@ def check_restart(session: Session) -> list[Finding]:
     name, process = "restart", session.process
     if process is None:
         return [not_run(name, "needs --engine-command (engine-check must start the engine)")]
-    loads = session.harness.loads()
-    old = loads[-1].engine_started_ns if loads else None
-    process.kill()
-    session.harness.reconnect_inbound()
-    since = len(session.harness.inbox.events)
-    process.start()
     harness = session.harness
-    if not harness.wait(lambda: bool(harness.loads(since)), session.timeout_s):
+    process.kill()
+    harness.reconnect_inbound()
+    harness.pump(DRAIN_S)  # what the killed engine sent before it died
+    old = {snapshot.engine_started_ns for snapshot in harness.loads()}
+    since = len(harness.inbox.events)
+    process.start()
+
+    def renewed() -> bool:
+        return any(each.engine_started_ns not in old for each in harness.loads(since))
+
+    if not harness.wait(renewed, session.timeout_s):
+        if harness.loads(since):
+            seen = harness.loads(since)[0].engine_started_ns
+            return [
+                failed(
+                    name,
+                    f"engine_started_ns {seen} again after a restart",
+                    "set engine_started_ns to when this process started, so a restart "
+                    "shows (protocol.md 3.5, 5.11)",
+                )
+            ]
         gone = session.engine_gone() or f"no LOAD within {session.timeout_s:g} s of the restart"
         return [failed(name, gone, "publish a LOAD at every start (protocol.md 5.8, 8)")]
-    snapshot = harness.loads(since)[0]
+    snapshot = next(each for each in harness.loads(since) if each.engine_started_ns not in old)
     problems: list[Problem] = load_problems(snapshot, session.key)
-    if snapshot.engine_started_ns == old:
-        problems.append(
-            (
-                f"engine_started_ns {old} again after a restart",
-                "set engine_started_ns to when this process started, so a restart shows "
-                "(protocol.md 3.5, 5.11)",
-            )
-        )
     base = session.baseline
     if base is not None:
         run = session.run("after-restart", base.prompt, base.params)

@@ -44,6 +44,7 @@ class EngineProcess:
         self.cwd = cwd
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
+        self._stopped_status: int | None = None
         self._log: IO[bytes] | None = None
 
     def start(self) -> None:
@@ -66,8 +67,10 @@ class EngineProcess:
         return self._process.pid if self._process is not None else None
 
     def exit_status(self) -> int | None:
-        """The exit status if the engine has exited, else None (running or never started)."""
-        return self._process.poll() if self._process is not None else None
+        """The exit status if the engine has exited (or was stopped), else None."""
+        if self._process is None:
+            return self._stopped_status
+        return self._process.poll()
 
     def _signal_group(self, signum: int) -> None:
         if self._process is not None:
@@ -91,10 +94,13 @@ class EngineProcess:
             self._signal_group(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._process.wait(timeout=timeout_s)
-        # The group may hold children of the engine that outlive it: end them too.
+        # The group may hold children of the engine that outlive it: end them too, at
+        # once (the group's id is the engine's pid, which is not signalled again later).
         self._signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(timeout=timeout_s)
+        self._stopped_status = self._process.returncode
+        self._process = None
         self._close_log()
 
     def _close_log(self) -> None:

@@ -20,6 +20,7 @@ from typing import Final
 from router_core.credentials import KEY_FILE, load_or_create, read_key
 from router_core.endpoints import EngineEndpoints
 from switchboard.engine_check.checks import (
+    UNDECODABLE_FIX,
     check_batching,
     check_generate,
     check_load,
@@ -31,12 +32,12 @@ from switchboard.engine_check.control_checks import (
     check_bad_frames,
     check_embed,
     check_freeze_gc,
-    check_pauses,
     check_restart,
 )
 from switchboard.engine_check.engine_process import EngineProcess
-from switchboard.engine_check.findings import DUTIES, Finding, not_run, ordered
-from switchboard.engine_check.harness import Harness
+from switchboard.engine_check.findings import DUTIES, Finding, Status, failed, not_run, ordered
+from switchboard.engine_check.harness import Harness, Undecodable
+from switchboard.engine_check.pause_checks import check_pauses
 from switchboard.engine_check.session import Session
 from switchboard.supervisor.engine_command import (
     EnginePlaces,
@@ -73,13 +74,37 @@ def run_checks(session: Session) -> list[Finding]:
     """Run every check; once the engine has exited, the rest are ``not run`` (but
     ``restart``, which starts it again)."""
     findings: list[Finding] = []
+    reported = False
     for names, check in CHECKS:
         gone = session.engine_gone()
         if gone is not None and check is not check_restart:
             findings += [not_run(name, gone) for name in names]
             continue
-        findings += check(session)
+        before = len(session.harness.inbox.undecodable)
+        found = check(session)
+        new = session.harness.inbox.undecodable[before:]
+        if new and not reported:
+            reported = True  # once: later checks see the same breach again
+            found = _with_undecodable(found, new)
+        findings += found
     return ordered(findings)
+
+
+def _with_undecodable(findings: list[Finding], seen: list[Undecodable]) -> list[Finding]:
+    """A check's findings, the first turned into a FAIL if the engine sent a message
+    that does not decode meanwhile (whatever the check was about, that breaks framing)."""
+    if not findings or findings[0].status is Status.FAIL:
+        return findings
+    first = findings[0]
+    more = f" (and {len(seen) - 1} more)" if len(seen) > 1 else ""
+    return [
+        failed(
+            first.name,
+            f"a message on {seen[0].socket} does not decode: {seen[0].reason}{more}",
+            UNDECODABLE_FIX,
+        ),
+        *findings[1:],
+    ]
 
 
 def _address(run_dir: Path) -> str:

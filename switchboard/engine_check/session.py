@@ -24,7 +24,16 @@ from switchboard.engine_check.rows import RequestRun, gather
 from switchboard.engine_check.verdicts import Problem, ack_problems, op_id
 from switchboard.text import TextCodec
 
-__all__ = ["BASE_PROMPT", "LONG_PROMPT", "LONG_TOKENS", "SHORT_TOKENS", "Baseline", "Session"]
+__all__ = [
+    "BASE_PROMPT",
+    "LONG_PROMPT",
+    "LONG_TOKENS",
+    "MAX_LONG_TOKENS",
+    "SHORT_TOKENS",
+    "TOO_FAST",
+    "Baseline",
+    "Session",
+]
 
 #: The first run's prompt text (tokenized with the checked tokenizer).
 BASE_PROMPT: Final = "The quick brown fox jumps over the lazy dog"
@@ -33,8 +42,12 @@ BASE_PROMPT: Final = "The quick brown fox jumps over the lazy dog"
 LONG_PROMPT: Final = " ".join([BASE_PROMPT] * 8)
 #: max_new_tokens of the first run and of most checks.
 SHORT_TOKENS: Final = 16
-#: max_new_tokens of requests that must still be running when a command arrives.
+#: max_new_tokens of requests that must still be running when a command arrives, at
+#: first; four times more each time one finished first, up to :data:`MAX_LONG_TOKENS`.
 LONG_TOKENS: Final = 256
+MAX_LONG_TOKENS: Final = 2048
+#: Why a check that needs a running request is not run when the request finished first.
+TOO_FAST: Final = "a request finished before the command arrived (the engine is too fast to tell)"
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,10 @@ class Session:
     baseline: Baseline | None = None
     #: The first run's rows conform, so runs can be compared id for id.
     rows_ok: bool = False
+    #: max_new_tokens of requests that must still run when a command arrives.
+    long_tokens: int = LONG_TOKENS
+    #: The long prompt's run alone, per max_new_tokens.
+    long_baselines: dict[int, Baseline] = field(default_factory=dict)
     #: Every CONTINUE sent by the pause checks: what was wrong with it ([]: conforms).
     continues: list[list[Problem]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -112,6 +129,38 @@ class Session:
     def run(self, label: str, prompt: Sequence[int], params: SamplingParams) -> RequestRun:
         """Send one GENERATE and wait for it to finish; its run."""
         return self.wait_finished([self.generate(label, prompt, params)])[0]
+
+    def start_long(self, label: str, count: int) -> list[str] | str:
+        """Start ``count`` long requests and wait for a row of each: their rids, or why the
+        check cannot go on (a request finished first, or got no row). A request that
+        finishes first makes every later long request longer, and this is tried again."""
+        for _ in range(2):
+            prompt = self.prompt(LONG_PROMPT)
+            params = self.greedy(self.long_tokens)
+            rids = [self.generate(label, prompt, params) for _ in range(count)]
+            self.wait_rows(rids)
+            runs = self.runs(rids)
+            if not any(run.finished for run in runs):
+                break
+            for run in runs:
+                if not run.finished:
+                    self.abort(run.rid)
+            self.wait_finished(rids)
+            if not self.lengthen():
+                break
+        if any(run.finished for run in runs):
+            return TOO_FAST
+        if not all(run.rows for run in runs):
+            return f"a request got no row within {self.timeout_s:g} s"
+        return rids
+
+    def lengthen(self) -> bool:
+        """Make long requests longer (one finished before its command arrived); False
+        if they are as long as they get."""
+        if self.long_tokens >= MAX_LONG_TOKENS:
+            return False
+        self.long_tokens = min(self.long_tokens * 4, MAX_LONG_TOKENS)
+        return True
 
     def next_op(self) -> str:
         """A new operation id, newer than every one before it."""

@@ -5,6 +5,7 @@ checks an engine started by hand; bad command lines are exit status 2."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -126,9 +127,9 @@ class TestConformingEngines:
     def test_llama_engine(self, switchboard_bin: str, tmp_path: Path) -> None:
         """The llama.cpp engine on a tiny generated model of the built-in vocabulary passes
         (EOS: not run; EMBED answered with an abort row)."""
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
+        # Found, not imported: the engine imports it, and importing it here leaves a
+        # file open in the test process.
+        if importlib.util.find_spec("llama_cpp") is None:
             missing("llama-cpp-python (make llama)")
         from switchboard.models import TINY, BuiltinVocab, build_model
 
@@ -155,6 +156,7 @@ BROKEN = {
     "wrong_owner": {"generate.rows"},
     "wrong_prompt_tokens": {"generate.usage"},
     "one_row_per_message": {"generate.batching"},
+    "undecodable_rows": {"generate.rows"},
     "ignores_max_new_tokens": {"generate.max_new_tokens"},
     "ignores_stop_ids": {"stop.token_ids"},
     "ignores_stop_strings": {"stop.strings"},

@@ -25,7 +25,7 @@ from typing import Any, Final
 import zmq
 
 from router_core import Command, EngineEndpoints, EngineInput, EngineLink, Request
-from router_core.wire import Kind, frame_message
+from router_core.wire import Kind, frame_batch, frame_message
 from router_core.wire.control import (
     ENGINE,
     Acknowledgement,
@@ -55,6 +55,7 @@ BREAKS: Final = {
     "wrong_prompt_tokens": "counts one prompt token too many",
     "wrong_owner": "sends rows to another return address",
     "one_row_per_message": "sends each request's row as a message of its own",
+    "undecodable_rows": "sends each batch with one frame too many",
     "ignores_max_new_tokens": "generates its own --tokens whatever max_new_tokens says",
     "ignores_stop_ids": "does not stop on stop_token_ids",
     "ignores_stop_strings": "does not stop on stop strings",
@@ -89,9 +90,15 @@ class BrokenEngine:
     """The echo engine's scheduler with the stop rules and one duty broken."""
 
     def __init__(
-        self, link: EngineLink, raw_events: zmq.Socket[bytes], vocab: VocabFile, args: Any
+        self,
+        link: EngineLink,
+        raw: tuple[zmq.Socket[bytes], zmq.Socket[bytes]],
+        vocab: VocabFile,
+        args: Any,
     ) -> None:
-        self.link, self.raw_events, self.vocab = link, raw_events, vocab
+        self.link, self.vocab = link, vocab
+        # Sockets of its own to events and outputs, for what the link would not send.
+        self.raw_events, self.raw_outputs = raw
         self.tokens: int = args.tokens
         self.broken: str = args.broken or ""
         self.key = os.environ.get("SWITCHBOARD_STACK_KEY", "")
@@ -215,19 +222,21 @@ class BrokenEngine:
             else (lambda row: row.owner)
         )
         extra = 1 if self.broken == "wrong_prompt_tokens" else 0
-        self.link.send_batch(
-            BatchTokenIDOutput(
-                rids=[row.rid for row in rows],
-                http_worker_ipcs=[owner_of(row) for row in rows],
-                finished_reasons=reasons,
-                prompt_tokens=[len(row.prompt) + extra for row in rows],
-                completion_tokens=None
-                if self.broken == "no_completion_tokens"
-                else [len(row.output_ids) for row in rows],
-                output_ids=[ids(row) for row in rows],
-                stop_holdback=[max(map(len, row.params.stop), default=1) - 1 for row in rows],
-            )
+        batch = BatchTokenIDOutput(
+            rids=[row.rid for row in rows],
+            http_worker_ipcs=[owner_of(row) for row in rows],
+            finished_reasons=reasons,
+            prompt_tokens=[len(row.prompt) + extra for row in rows],
+            completion_tokens=None
+            if self.broken == "no_completion_tokens"
+            else [len(row.output_ids) for row in rows],
+            output_ids=[ids(row) for row in rows],
+            stop_holdback=[max(map(len, row.params.stop), default=1) - 1 for row in rows],
         )
+        if self.broken == "undecodable_rows":
+            self.raw_outputs.send_multipart([*frame_batch(batch), b"\xc1"])
+            return
+        self.link.send_batch(batch)
 
     def publish_load(self) -> None:
         if self.broken == "no_load":
@@ -262,16 +271,17 @@ def main() -> None:
     )
     vocab = read_vocab_file(Path(env["SWITCHBOARD_VOCAB_FILE"]))
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    raw_events = context.socket(zmq.PUSH)
-    raw_events.setsockopt(zmq.LINGER, 0)
-    raw_events.connect(endpoints.events)
+    raw = (context.socket(zmq.PUSH), context.socket(zmq.PUSH))
+    for sock, endpoint in zip(raw, (endpoints.events, endpoints.outputs), strict=True):
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(endpoint)
     try:
         with EngineLink(endpoints, key=env["SWITCHBOARD_STACK_KEY"]) as link:
-            engine = BrokenEngine(link, raw_events, vocab, args)
+            engine = BrokenEngine(link, raw, vocab, args)
             next_load = 0.0
             while not stop.is_set():
                 busy = engine.running and not engine.paused
-                for item in link.poll(timeout_ms=5 if busy else 50):
+                for item in link.poll(timeout_ms=5 if busy else 10):
                     engine.handle(item)
                 engine.check_rejected()
                 engine.step()
@@ -279,7 +289,8 @@ def main() -> None:
                     engine.publish_load()
                     next_load = time.monotonic() + args.load_interval_s
     finally:
-        raw_events.close(linger=0)
+        for sock in raw:
+            sock.close(linger=0)
         context.term()
 
 
