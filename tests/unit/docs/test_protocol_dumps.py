@@ -17,11 +17,15 @@ encoder the marker names, given that value, writes exactly those bytes:
 ``control``
     ``router_core.control.protocol.encode`` (``kind=request`` or ``kind=reply``).
 
-The bytes the paragraph after a dump quotes (``Bytes: `97` ...``) must be in the dump.
+The bytes the paragraph after a dump quotes (``Bytes: `97` ...``) must be in the dump,
+and the ``TOKEN_BATCH`` dump is what ``examples/echo_engine.py`` sends first, as the doc
+says.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +35,7 @@ import msgspec
 import pytest
 import zmq
 
-from router_core import EngineEndpoints, EngineLink
+from router_core import EngineEndpoints, EngineLink, Request
 from router_core.control.protocol import (
     ControlReply,
     ControlRequest,
@@ -45,6 +49,7 @@ from router_core.wire.control import Acknowledgement, LoadSnapshot
 from router_core.wire.header import Header
 from router_core.wire.kinds import BATCH_KINDS
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
+from router_core.wire.requests import GenerateRequest
 from tests.unit.docs.protocol_dumps import Dump, Section, dumps
 
 PROTOCOL = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
@@ -258,3 +263,35 @@ def test_every_hex_dump_of_section_9_is_marked() -> None:
     assert len(hex_blocks) == len(DUMPS)
     assert "(one frame, 16 bytes): `" not in section, "an inline dump is not checked"
     assert Kind.IDLE.value == BY_NAME["IDLE"].sections[0].value[0]
+
+
+def test_the_token_batch_is_the_echo_engines_first_row(
+    sent_ns: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Section 9.2's TOKEN_BATCH is what examples/echo_engine.py sends first for its
+    prompt (the doc says so)."""
+    path = PROTOCOL.parents[1] / "examples" / "echo_engine.py"
+    spec = importlib.util.spec_from_file_location("echo_engine_for_dumps", path)
+    assert spec is not None and spec.loader is not None
+    echo = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, echo)  # its dataclasses look it up
+    spec.loader.exec_module(echo)
+    dump = BY_NAME["TOKEN_BATCH"]
+    header, (row,) = _stated(dump)
+    assert isinstance(row, BatchTokenIDOutput)
+    sent: list[BatchTokenIDOutput] = []
+
+    class Link:
+        def send_batch(self, batch: BatchTokenIDOutput) -> bool:
+            sent.append(batch)
+            return True
+
+    engine = echo.EchoEngine(Link(), 4)
+    prompt = [461, 1278, 307, 1255, 279, 265, 381]
+    request = GenerateRequest(rid="r1", input_ids=prompt)
+    engine.handle(
+        Request(kind=Kind.GENERATE, payload=request, rid="r1", reply_to=header.reply_to[0])
+    )
+    engine.step()
+    sent_ns["now"] = header.sent_ns
+    assert frame_batch(sent[0]) == _frames(dump)
