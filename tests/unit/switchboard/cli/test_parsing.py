@@ -18,6 +18,7 @@ REQUIRED = {
     "drain": ("w0",),
     "models": ("demo",),
     "undrain": ("w0",),
+    "vocab": ("--out", "/dev/null"),
     "worker": ("--worker-id", "w0"),
 }
 
