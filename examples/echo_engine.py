@@ -9,7 +9,7 @@ It presents the stack key, as every engine must to a router that has one: the li
 it in every acknowledgement and load snapshot. The key is ``<run dir>/stack.key`` (or
 ``--key-file``), which ``switchboard up`` writes at start.
 
-    python examples/echo_engine.py --run-dir /tmp/sb [--outputs-via router]
+    python examples/echo_engine.py --run-dir /tmp/sb
 
 Without ``--run-dir`` it takes its endpoints and key from the variables ``switchboard up
 --engine-command`` sets (``SWITCHBOARD_ENGINE_INBOUND``, ``_EVENTS``, ``_OUTPUTS``,
