@@ -93,10 +93,12 @@ def check_load(session: Session) -> list[Finding]:
     """``load.first``: a LOAD within the bound, with the key, engine_started_ns and a sane
     max_running; ``load.interval``: a second one, step and taken_ns not going back."""
     harness, bound = session.harness, session.timeout_s
-    if not harness.wait(lambda: bool(harness.loads()), bound):
+    harness.wait(lambda: bool(harness.loads()) or bool(session.engine_gone()), bound)
+    if not harness.loads():
+        gone = session.engine_gone()
         first = failed(
             "load.first",
-            f"no LOAD on events within {bound:g} s",
+            f"no LOAD: {gone}" if gone else f"no LOAD on events within {bound:g} s",
             "connect a PUSH to events (SWITCHBOARD_ENGINE_EVENTS) and publish a LOAD at "
             "start and every 100 ms to 1 s (protocol.md 3.5, 5.8)",
         )

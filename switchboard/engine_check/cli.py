@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         engine = args.run_dir
     status = exit_status(findings)
     if args.json:
-        print(as_json(findings, engine))
+        print(as_json(findings, engine, last_lines))
     else:
         print(as_table(findings))
         if status and last_lines:

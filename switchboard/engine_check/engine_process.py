@@ -2,16 +2,16 @@
 
 The argv and the environment come from :mod:`switchboard.supervisor.engine_command`
 (the placeholders and the ``SWITCHBOARD_ENGINE_*`` / ``SWITCHBOARD_*`` variables of the
-issue-22 contract), on top of engine-check's own environment. The child runs in a
-process group of its own with the kernel's parent-death signal set to SIGKILL, its
-stdout and stderr go to a file whose last lines a finding can quote, and it is stopped
-with SIGTERM to the group, SIGKILL after a bound.
+issue-22 contract), on top of engine-check's own environment. As the supervisor does,
+the command is run through :mod:`switchboard.supervisor.engine_exec` (the kernel's
+parent-death signal set to SIGKILL, then ``exec``: the engine keeps the pid) in a
+process group of its own. Its stdout and stderr go to a file whose last lines a
+finding can quote, and it is stopped with SIGTERM to the group, SIGKILL after a bound.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -20,17 +20,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final
 
-__all__ = ["STOP_TIMEOUT_S", "EngineProcess"]
+__all__ = ["STOP_TIMEOUT_S", "EngineProcess", "exec_argv"]
 
 #: Seconds between SIGTERM and SIGKILL when the engine is stopped.
 STOP_TIMEOUT_S: Final = 5.0
-_PR_SET_PDEATHSIG: Final = 1
 
 
-def _die_with_parent() -> None:
-    # Runs in the child between fork and exec: if engine-check dies, so does the engine.
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def exec_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` run through the supervisor's ``engine_exec`` on behalf of this process."""
+    wrapper = (sys.executable, "-m", "switchboard.supervisor.engine_exec", str(os.getpid()))
+    return (*wrapper, "--", *argv)
 
 
 class EngineProcess:
@@ -51,14 +50,13 @@ class EngineProcess:
         """Start the command (again, after :meth:`kill`); OSError if it cannot run."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 -- closed in stop()/kill()
         self._process = subprocess.Popen(
-            self.argv,
+            exec_argv(self.argv),
             cwd=self.cwd,
             env={**os.environ, **self.env},
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 -- only prctl, no locks
+            process_group=0,
         )
 
     @property

@@ -42,15 +42,17 @@ def as_table(findings: Sequence[Finding]) -> str:
     return f"{table(['duty', 'result', 'detail'], rows)}\n{summary(findings)}"
 
 
-def as_json(findings: Sequence[Finding], engine: str) -> str:
-    """One JSON document: ``{"engine", "ok", "exit_status", "summary", "duties": [...]}``,
-    each duty ``{"name", "status", "detail", "fix"}`` (``status`` ``ok``, ``FAIL`` or
-    ``not run``; ``fix`` ``""`` unless it failed)."""
+def as_json(findings: Sequence[Finding], engine: str, last_lines: str = "") -> str:
+    """One JSON document: ``{"engine", "ok", "exit_status", "summary", "last_lines",
+    "duties": [...]}``, each duty ``{"name", "status", "detail", "fix"}`` (``status``
+    ``ok``, ``FAIL`` or ``not run``; ``fix`` ``""`` unless it failed); ``last_lines`` the
+    engine's last lines of output when a duty failed (``""`` otherwise)."""
     document: dict[str, Any] = {
         "engine": engine,
         "ok": exit_status(findings) == 0,
         "exit_status": exit_status(findings),
         "summary": summary(findings),
+        "last_lines": last_lines if exit_status(findings) else "",
         "duties": [
             {
                 "name": finding.name,

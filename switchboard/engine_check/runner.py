@@ -76,9 +76,11 @@ def run_checks(session: Session) -> list[Finding]:
     findings: list[Finding] = []
     reported = False
     for names, check in CHECKS:
-        gone = session.engine_gone()
-        if gone is not None and check is not check_restart:
-            findings += [not_run(name, gone) for name in names]
+        status = session.process.exit_status() if session.process is not None else None
+        # Restart starts the engine again: worth it if it ever served (a LOAD came).
+        if status is not None and (check is not check_restart or not session.harness.loads()):
+            why = f"the engine exited with status {status} (see the engine's last lines)"
+            findings += [not_run(name, why) for name in names]
             continue
         before = len(session.harness.inbox.undecodable)
         found = check(session)

@@ -216,6 +216,22 @@ class TestBrokenEngines:
         assert lines[-1] == "19 ok, 1 FAIL, 0 not run"
 
 
+class TestEngineThatCannotRun:
+    """A command that cannot be run: load.first fails saying so, the rest are not run."""
+
+    def test_not_found(self, switchboard_bin: str) -> None:
+        """Exit 1; load.first names the exit status; the other rows are not run."""
+        status, document = engine_check(
+            switchboard_bin, "--engine-command", "/nonexistent/engine --flag"
+        )
+        assert_report(document)
+        assert status == 1 and rows_with(document, "FAIL") == {"load.first"}
+        assert rows_with(document, "not run") == set(DUTIES) - {"load.first"}
+        first = document["duties"][0]["detail"]
+        assert "exited with status 127" in first and "/nonexistent/engine" in first
+        assert "No such file or directory" in document["last_lines"]
+
+
 @pytest.fixture
 def hand_started() -> Iterator[Path]:
     """The stand-in engine started by hand on a private run dir's endpoints."""

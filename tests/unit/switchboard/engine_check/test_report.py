@@ -63,6 +63,12 @@ class TestReport:
         assert document["duties"][1]["status"] == "not run"
         assert [duty["name"] for duty in document["duties"]] == list(DUTIES)
 
+    def test_json_last_lines_only_on_failure(self) -> None:
+        """The engine's last lines travel with a failing report, not with a passing one."""
+        failing = json.loads(as_json(self.findings(), "cmd", "boom"))
+        passing = json.loads(as_json(ordered([ok("load.first")]), "cmd", "fine"))
+        assert (failing["last_lines"], passing["last_lines"]) == ("boom", "")
+
     def test_not_run_keeps_why(self) -> None:
         """A not-run row says why in its detail."""
         assert not_run("restart", "needs --engine-command").detail == "needs --engine-command"
