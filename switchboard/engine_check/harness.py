@@ -60,12 +60,15 @@ class Inbox:
 class Harness:
     """The routers' side of one engine's three endpoints."""
 
-    def __init__(self, endpoints: EngineEndpoints) -> None:
+    def __init__(self, endpoints: EngineEndpoints, also_outputs: Sequence[str] = ()) -> None:
+        """``also_outputs``: more endpoints to take outputs at (an engine started by hand
+        may send them to the detokenizer router's or to the tokenizer router's)."""
         self.endpoints = endpoints
         self.inbox = Inbox()
+        self._output_endpoints = (endpoints.outputs, *also_outputs)
         self._context: zmq.Context[zmq.Socket[bytes]] | None = None
         self._events: zmq.Socket[bytes] | None = None
-        self._outputs: zmq.Socket[bytes] | None = None
+        self._outputs: list[zmq.Socket[bytes]] = []
         self._inbound: zmq.Socket[bytes] | None = None
 
     def open(self) -> Harness:
@@ -73,7 +76,8 @@ class Harness:
         self._context = zmq.Context()
         try:
             self._events = bind(self._context, zmq.PULL, self.endpoints.events)
-            self._outputs = bind(self._context, zmq.PULL, self.endpoints.outputs)
+            for endpoint in self._output_endpoints:
+                self._outputs.append(bind(self._context, zmq.PULL, endpoint))
             self._inbound = self._connect_inbound(self._context)
         except BaseException:
             self.close()
@@ -101,15 +105,14 @@ class Harness:
         """Close every socket (removing the socket files bound); safe to call twice."""
         if self._inbound is not None:
             self._inbound.close(linger=0)
-        for sock, endpoint in (
-            (self._events, self.endpoints.events),
-            (self._outputs, self.endpoints.outputs),
-        ):
-            if sock is not None:
-                close_bound(sock, endpoint)
+        if self._events is not None:
+            close_bound(self._events, self.endpoints.events)
+        for sock, endpoint in zip(self._outputs, self._output_endpoints, strict=False):
+            close_bound(sock, endpoint)
         if self._context is not None:
             self._context.term()
-        self._context = self._events = self._outputs = self._inbound = None
+        self._context = self._events = self._inbound = None
+        self._outputs = []
 
     def __enter__(self) -> Harness:
         return self.open()
@@ -154,10 +157,11 @@ class Harness:
         return self._receive_until(time.monotonic() + timeout_s, condition)
 
     def _receive_until(self, deadline: float, condition: Callable[[], bool]) -> bool:
-        assert self._events is not None and self._outputs is not None, "open() first"
+        assert self._events is not None and self._outputs, "open() first"
         poller = zmq.Poller()
         poller.register(self._events, zmq.POLLIN)
-        poller.register(self._outputs, zmq.POLLIN)
+        for sock in self._outputs:
+            poller.register(sock, zmq.POLLIN)
         while True:
             if condition():
                 return True
@@ -165,8 +169,9 @@ class Harness:
             ready = dict(poller.poll(min(left_ms, 50)))
             if self._events in ready:
                 self._drain(self._events, "events", self.inbox.events)
-            if self._outputs in ready:
-                self._drain(self._outputs, "outputs", self.inbox.outputs)
+            for sock in self._outputs:
+                if sock in ready:
+                    self._drain(sock, "outputs", self.inbox.outputs)
             if not ready and time.monotonic() >= deadline:
                 return condition()
 

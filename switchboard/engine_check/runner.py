@@ -155,5 +155,7 @@ def check_engine_on_run_dir(run_dir: Path, codec: TextCodec, *, timeout_s: float
     """Check an engine already started on ``run_dir``'s endpoints, with its stack.key."""
     key = read_key(run_dir / KEY_FILE)
     endpoints = EngineEndpoints.in_run_dir(run_dir)
-    with Harness(endpoints) as harness:
+    # Outputs are taken where either router would take them (--outputs-via either way).
+    routed = EngineEndpoints.in_run_dir(run_dir, outputs_via="router").outputs
+    with Harness(endpoints, also_outputs=[routed]) as harness:
         return run_checks(Session(harness, key, codec, _address(run_dir), timeout_s))

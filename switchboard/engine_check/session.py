@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+import msgspec
+
 from router_core.wire import Kind
 from router_core.wire.control import ContinueRequest, PauseMode, PauseRequest
 from router_core.wire.requests import AbortRequest, GenerateRequest, SamplingParams
@@ -81,6 +83,7 @@ class Session:
     continues: list[list[Problem]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _rids: itertools.count[int] = field(default_factory=itertools.count)
+    _sent_at: dict[str, int] = field(default_factory=dict)
 
     def prompt(self, text: str = BASE_PROMPT) -> list[int]:
         """``text``'s ids, without the EOS id (a prompt must not end a run by itself)."""
@@ -89,7 +92,8 @@ class Session:
 
     def greedy(self, max_new_tokens: int = SHORT_TOKENS, **extra: object) -> SamplingParams:
         """Greedy sampling params (temperature 0), with ``extra`` fields set."""
-        return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, **extra)  # type: ignore[arg-type]
+        params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
+        return msgspec.structs.replace(params, **extra)
 
     def new_rid(self, label: str) -> str:
         """A request id no earlier request of this session used."""
@@ -101,6 +105,7 @@ class Session:
         request = GenerateRequest(
             rid=rid, input_ids=list(prompt), sampling_params=params, stream=True
         )
+        self._sent_at[rid] = len(self.harness.inbox.outputs)
         self.harness.send(Kind.GENERATE, request, rid=rid, reply_to=self.address)
         return rid
 
@@ -111,7 +116,9 @@ class Session:
 
     def runs(self, rids: Sequence[str]) -> list[RequestRun]:
         """The runs of ``rids`` from every output row received so far."""
-        messages = self.harness.output_messages()
+        # Only what arrived since the first of them was sent can be theirs.
+        since = min((self._sent_at.get(rid, 0) for rid in rids), default=0)
+        messages = self.harness.output_messages(since)
         return [gather(rid, self.address, messages) for rid in rids]
 
     def wait_rows(self, rids: Sequence[str], rows: int = 1) -> bool:
