@@ -1,7 +1,8 @@
 """An echo engine: a complete Switchboard engine in one file, built on the engine link.
 
 It answers every GENERATE one token per step, echoing the prompt's token ids (at most
-``--tokens`` of them, and at most ``max_new_tokens``), in BatchTokenIDOutput batches;
+``--tokens`` of them, and at most ``max_new_tokens``), in BatchTokenIDOutput batches,
+stopping early on a stop id, the vocabulary's end ids or a stop string;
 answers every EMBED at once; applies and acknowledges every pause and continue; and
 publishes its load every ``--load-interval-s`` seconds. SIGTERM or SIGINT stops it.
 
@@ -27,6 +28,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from router_core import Command, EngineEndpoints, EngineInput, EngineLink, Request
@@ -39,6 +41,8 @@ from router_core.wire.requests import (
     GenerateRequest,
     SamplingParams,
 )
+from switchboard.engine.stopping import finish_reason
+from switchboard.text.vocab_file import VocabFile, decode_ids, read_vocab_file
 
 MAX_RUNNING = 256
 
@@ -56,11 +60,18 @@ class Running:
 
 
 class EchoEngine:
-    """The scheduler: what to do with each input, and one decode step at a time."""
+    """The scheduler: what to do with each input, and one decode step at a time.
 
-    def __init__(self, link: EngineLink, tokens: int) -> None:
+    ``vocab`` is the workers' vocabulary (``SWITCHBOARD_VOCAB_FILE``): the end ids to stop
+    on, and the bytes of each id, to find stop strings in the text of the output. Without
+    one it stops on ``stop_token_ids`` and length only.
+    """
+
+    def __init__(self, link: EngineLink, tokens: int, vocab: VocabFile | None = None) -> None:
         self.link = link
         self.tokens = tokens
+        self.vocab = vocab
+        self.end_ids = frozenset(vocab.eog_token_ids if vocab else ())
         self.running: dict[tuple[str, str], Running] = {}  # by (owner, rid)
         self.paused = False
         self.steps = 0
@@ -115,14 +126,32 @@ class EchoEngine:
         for row in rows:
             count = len(row.output_ids)
             row.output_ids.append(row.prompt[count % len(row.prompt)] if row.prompt else 0)
-        reasons: list[dict[str, Any] | None] = [
-            {"type": "length", "length": row.limit} if len(row.output_ids) >= row.limit else None
-            for row in rows
-        ]
+        reasons = [self.stop_reason(row) for row in rows]
         self.send(rows, reasons)
         for row, reason in zip(rows, reasons, strict=True):
             if reason is not None:
                 del self.running[row.owner, row.rid]
+
+    def stop_reason(self, row: Running) -> dict[str, Any] | None:
+        """Why ``row`` ends with its newest token, by the rules every engine applies
+        (docs/protocol.md, "Stop rules"): length, a stop id or an end id, a stop string."""
+        params = row.params
+        vocab = self.vocab
+
+        def decode(ids: list[int]) -> str:
+            assert vocab is not None
+            return decode_ids(vocab, ids, skip_special_tokens=params.skip_special_tokens)
+
+        return finish_reason(
+            row.output_ids,
+            max_new_tokens=row.limit,
+            min_new_tokens=params.min_new_tokens,
+            stop_token_ids=frozenset(params.stop_token_ids),
+            end_token_ids=self.end_ids,
+            ignore_eos=params.ignore_eos,
+            stop=tuple(text for text in params.stop if text),
+            decode=decode if vocab is not None else None,
+        )
 
     def finish(self, rows: list[Running], reason: dict[str, Any]) -> None:
         if rows:
@@ -152,10 +181,9 @@ class EchoEngine:
                 ],
                 no_stop_trim=[row.params.no_stop_trim for row in rows],
                 # Characters the detokenizer holds back for a stop string still to come:
-                # this engine applies no stop strings, so none (absent: 32, and a short
-                # answer would arrive only with its last row). An engine that applies
-                # them sends the longest one's length minus one.
-                stop_holdback=[0 for _ in rows],
+                # the longest one's length minus one, 0 without any (absent: 32, and a
+                # short answer would arrive only with its last row).
+                stop_holdback=[max(map(len, row.params.stop), default=1) - 1 for row in rows],
             )
         )
 
@@ -182,6 +210,11 @@ def main() -> None:
     )
     parser.add_argument("--tokens", type=int, default=4, help="tokens per request at most")
     parser.add_argument(
+        "--vocab",
+        help="the workers' vocabulary file (default: SWITCHBOARD_VOCAB_FILE, else "
+        "vocab.msgpack in --run-dir if there; switchboard vocab --out FILE writes one)",
+    )
+    parser.add_argument(
         "--load-interval-s", "--load-interval", type=float, default=0.5, help="seconds"
     )
     args = parser.parse_args()
@@ -202,8 +235,13 @@ def main() -> None:
         except KeyError as missing:
             parser.error(f"no --run-dir, and {missing.args[0]} is not set")
         key = os.environ.get("SWITCHBOARD_STACK_KEY") or resolve_key(args.key_file, None)
+    vocab_path = args.vocab or os.environ.get("SWITCHBOARD_VOCAB_FILE")
+    if vocab_path is None and args.run_dir is not None:
+        candidate = Path(args.run_dir) / "vocab.msgpack"
+        vocab_path = str(candidate) if candidate.exists() else None
+    vocab = read_vocab_file(Path(vocab_path)) if vocab_path else None
     with EngineLink(endpoints, key=key) as link:
-        engine = EchoEngine(link, args.tokens)
+        engine = EchoEngine(link, args.tokens, vocab)
         next_load = 0.0
         while not stop.is_set():
             busy = engine.running and not engine.paused
