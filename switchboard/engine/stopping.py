@@ -8,9 +8,10 @@ a decode function. Checked in this order, each after ``min_new_tokens`` except t
    ``stop_token_ids``, or one of the model's end tokens (EOS, EOT, ...) unless
    ``ignore_eos``;
 3. ``{"type": "stop", "matched": s}`` when stop string ``s`` appears in the decoded tail
-   of the output (only with a ``decode`` function): the tail is the last ``len(s) +
-   STOP_TAIL_SLACK`` tokens of the longest stop string, enough for any string that a
-   token can complete, since every token stands for at least one character or byte.
+   of the output (only with a ``decode`` function): the tail is the last ``n +
+   STOP_TAIL_SLACK`` tokens, ``n`` the longest stop string's length in UTF-8 bytes,
+   enough for any string that a token can complete, since every token of the text
+   stands for at least one byte (a character split over several byte tokens included).
 
 The stop token counts in ``output_ids`` and ``completion_tokens``, as in SGLang; the
 detokenizers drop it from the text.
@@ -50,7 +51,8 @@ def finish_reason(
     if token in stop_token_ids or (token in end_token_ids and not ignore_eos):
         return stop_reason(token)
     if stop and decode is not None:
-        window = max(len(text) for text in stop) + STOP_TAIL_SLACK
+        window = max(len(text.encode("utf-8", "surrogatepass")) for text in stop)
+        window += STOP_TAIL_SLACK
         tail = decode(list(output_ids[-window:]))
         for text in stop:
             if text in tail:

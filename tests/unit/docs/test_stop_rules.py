@@ -16,7 +16,23 @@ def _section_3_9() -> str:
 
 
 def test_the_tail_is_the_longest_stop_string_plus_the_slack() -> None:
-    assert f"plus {STOP_TAIL_SLACK} (`STOP_TAIL_SLACK`)" in _section_3_9()
+    assert f"length in UTF-8 bytes plus {STOP_TAIL_SLACK} (`STOP_TAIL_SLACK`)" in _section_3_9()
+
+
+def test_a_stop_string_of_characters_split_over_byte_tokens_is_found() -> None:
+    """Two 4-byte emoji spread over 8 one-byte tokens: the tail is counted in bytes, so
+    the string completed by the last byte is seen."""
+    data = "ab😀😀".encode()
+    pieces = {index: bytes([byte]) for index, byte in enumerate(data)}
+
+    def decode(ids: list[int]) -> str:
+        return b"".join(pieces[i] for i in ids).decode("utf-8", errors="replace")
+
+    ids = list(range(len(data)))
+    assert finish_reason(ids, max_new_tokens=99, stop=("😀😀",), decode=decode) == {
+        "type": "stop",
+        "matched": "😀😀",
+    }
 
 
 def test_length_comes_first_and_does_not_wait_for_min_new_tokens() -> None:
