@@ -411,7 +411,7 @@ static int read_ids(mp_reader *r, int64_t **ids, uint32_t *n, uint32_t max, int 
 
 static void read_stops(mp_reader *r, req_t *q, int *too_large)
 {
-    uint32_t count, longest = 0, len;
+    uint32_t count, longest = 0, longest_bytes = 0, len;
     const char *s;
     free_stops(q);
     if (!mp_read_array(r, &count))
@@ -435,9 +435,10 @@ static void read_stops(mp_reader *r, req_t *q, int *too_large)
         for (uint32_t b = 0; b < len; b++)
             chars += ((uint8_t)s[b] & 0xc0) != 0x80;
         longest = chars > longest ? chars : longest;
+        longest_bytes = len > longest_bytes ? len : longest_bytes;
     }
     q->holdback = longest ? longest - 1 : 0; /* stop_holdback (3.6) */
-    q->window = longest + STOP_TAIL_SLACK;
+    q->window = longest_bytes + STOP_TAIL_SLACK; /* each id adds a byte at least (3.9) */
 }
 
 static void read_sampling(mp_reader *r, req_t *q, int *too_large)
@@ -787,7 +788,8 @@ static void handle(zmq_msg_t *frames, int count)
     header_t h;
     mp_reader r;
     mp_buf w = { 0 };
-    uint32_t pairs;
+    uint32_t left, n, reason_len = 0;
+    const char *k, *reason = "";
     int refused = refusal(frames, count, &h);
     if (refused >= 0) {
         counters[refused]++;
@@ -809,11 +811,15 @@ static void handle(zmq_msg_t *frames, int count)
         break;
     default: /* FREEZE_GC: no collector here (3.5); passed on, so the detokenizers freeze */
         counters[C_RX_FREEZE]++;
-        if (!mp_read_map(&r, &pairs)) {
+        if (mp_read_map(&r, &left))
+            while (mp_map_key(&r, &left, &k, &n))
+                KEY("reason") ? mp_read_str(&r, &reason, &reason_len) : mp_skip(&r);
+        if (r.err || r.p != r.end) {
             counters[C_BAD_PAYLOAD]++;
             break;
         }
-        mp_w_raw(&w, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]));
+        mp_w_map(&w, 1);
+        mp_w_cstr(&w, "reason"), mp_w_str(&w, reason, reason_len);
         send_plain(&outputs, K_FREEZE_GC, &w, C_TX_FREEZE);
     }
 }
