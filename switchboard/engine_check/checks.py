@@ -145,6 +145,7 @@ def check_generate(session: Session) -> list[Finding]:
         for bad in session.harness.inbox.undecodable[before:]
     ]
     problems += row_problems(run) + run_problems(run, session.timeout_s)
+    session.silent = run.rows == 0
     rows = verdict("generate.rows", problems, f"{run.rows} rows, {len(run.ids)} ids, {run.finish}")
     if problems:
         return [rows, not_run("generate.usage", "generate.rows failed")]
