@@ -39,11 +39,14 @@ ENGINE_FLAGS = (
 RUN_TIMEOUT_S = 120
 
 
-def engine_check(switchboard_bin: str, *args: str) -> tuple[int, dict[str, Any]]:
+def engine_check(
+    switchboard_bin: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
     """Run ``switchboard engine-check --json ARGS`` from the repo; (exit status, document)."""
     done = subprocess.run(
         [switchboard_bin, "engine-check", "--json", *args],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
@@ -51,6 +54,19 @@ def engine_check(switchboard_bin: str, *args: str) -> tuple[int, dict[str, Any]]
     )
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout)
+
+
+def processes_naming(text: str) -> list[int]:
+    """The pids of this user's processes whose environment holds ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # gone, or not ours
+    return found
 
 
 def rows_with(document: dict[str, Any], status: str) -> set[str]:
@@ -79,13 +95,21 @@ class TestConformingEngines:
         assert status == 0 and document["ok"], document
         assert rows_with(document, "not run") == {"stop.eos"}
 
-    def test_stand_in_engine_conforms(self, switchboard_bin: str) -> None:
-        """The stand-in engine without --break passes every duty (the EOS one too)."""
+    def test_stand_in_engine_conforms(self, switchboard_bin: str, tmp_path: Path) -> None:
+        """The stand-in engine without --break passes every duty (the EOS one too), and
+        engine-check leaves no run dir and no engine behind."""
+        temporary = tmp_path / "t"
+        temporary.mkdir()
         status, document = engine_check(
-            switchboard_bin, "--engine-command", f"{PYTHON} -m tests.standins.broken_engine"
+            switchboard_bin,
+            "--engine-command",
+            f"{PYTHON} -m tests.standins.broken_engine",
+            env={**os.environ, "TMPDIR": str(temporary)},
         )
         assert_report(document)
         assert status == 0 and rows_with(document, "ok") == set(DUTIES), document
+        assert list(temporary.iterdir()) == []
+        assert processes_naming(f"SWITCHBOARD_RUN_DIR={temporary}") == []
 
     def test_echo_example(self, switchboard_bin: str) -> None:
         """examples/echo_engine.py, reading the engine-command variables, passes every duty."""
@@ -101,6 +125,7 @@ class TestConformingEngines:
         compiler = shutil.which("cc")
         if not (source / "echo_engine.c").exists() or compiler is None:
             missing("examples/c_engine/echo_engine.c and a C compiler")
+        assert compiler is not None
         binary = tmp_path / "echo_engine"
         built = subprocess.run(
             [compiler, "-O2", "-o", str(binary), "echo_engine.c", "mpack_lite.c", "-lzmq"],

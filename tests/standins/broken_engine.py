@@ -216,15 +216,11 @@ class BrokenEngine:
                 return list(row.output_ids)
             return row.output_ids[-1:] if new else []
 
-        owner_of = (
-            (lambda row: row.owner + "-x")
-            if self.broken == "wrong_owner"
-            else (lambda row: row.owner)
-        )
+        suffix = "-x" if self.broken == "wrong_owner" else ""
         extra = 1 if self.broken == "wrong_prompt_tokens" else 0
         batch = BatchTokenIDOutput(
             rids=[row.rid for row in rows],
-            http_worker_ipcs=[owner_of(row) for row in rows],
+            http_worker_ipcs=[row.owner + suffix for row in rows],
             finished_reasons=reasons,
             prompt_tokens=[len(row.prompt) + extra for row in rows],
             completion_tokens=None
