@@ -367,6 +367,37 @@ static void send_load(void)
 
 /* ---------------------------------------------------------------- requests */
 
+/* Bytes as text: invalid UTF-8 becomes U+FFFD, one per maximal bad subpart (as Python),
+ * appended to out unless it is NULL. Returns the number of bad subparts. */
+static size_t utf8_lossy(const uint8_t *s, size_t n, mp_buf *out)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i], lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+        uint8_t hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+        size_t need = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                      : c >= 0xf0 && c <= 0xf4 ? 3 : 9, k = 1;
+        for (; need < 9 && k <= need && i + k < n; k++)
+            if (s[i + k] < (k == 1 ? lo : 0x80) || s[i + k] > (k == 1 ? hi : 0xbf))
+                break;
+        int ok = need < 9 && k > need;
+        if (out)
+            mp_w_raw(out, ok ? (const char *)s + i : "\xef\xbf\xbd", ok ? need + 1 : 3);
+        bad += !ok;
+        i += ok ? need + 1 : k;
+    }
+    return bad;
+}
+
+/* A str read from a payload that goes back out: it must be UTF-8, as Python's decoder
+ * (and the one of whoever reads it next) wants (3.1). */
+static int read_text(mp_reader *r, const char **s, uint32_t *n)
+{
+    if (mp_read_str(r, s, n) && utf8_lossy((const uint8_t *)*s, *n, NULL))
+        r->err = 1;
+    return !r->err;
+}
+
 static void free_stops(req_t *q)
 {
     for (uint32_t i = 0; i < q->n_stops; i++)
@@ -419,7 +450,7 @@ static void read_stops(mp_reader *r, req_t *q, int *too_large)
     q->stops = calloc(count ? count : 1, sizeof *q->stops);
     q->stop_len = calloc(count ? count : 1, sizeof *q->stop_len);
     r->err |= !q->stops || !q->stop_len; /* out of memory: refused as it cannot be read */
-    for (uint32_t i = 0; i < count && mp_read_str(r, &s, &len); i++) {
+    for (uint32_t i = 0; i < count && read_text(r, &s, &len); i++) {
         if (len == 0) /* the built-in engine drops empty stop strings */
             continue;
         if (q->n_stops >= MAX_STOPS || len > MAX_STOP_BYTES) {
@@ -613,7 +644,7 @@ static void on_abort(mp_reader *r, const char *hrid, uint32_t hrid_len, const ch
             else if (KEY("abort_all"))
                 mp_read_bool(r, &all);
             else if (KEY("reason"))
-                mp_read_str(r, &reason, &reason_len);
+                read_text(r, &reason, &reason_len);
             else
                 mp_skip(r);
         }
@@ -672,7 +703,7 @@ static void on_command(int kind, mp_reader *r)
     if (mp_read_map(r, &left))
         while (mp_map_key(r, &left, &k, &n)) {
             if (KEY("op_id"))
-                mp_read_str(r, &op, &op_len);
+                read_text(r, &op, &op_len);
             else if (kind == K_PAUSE && KEY("mode"))
                 mp_read_str(r, &mode, &mode_len);
             else
@@ -813,7 +844,7 @@ static void handle(zmq_msg_t *frames, int count)
         counters[C_RX_FREEZE]++;
         if (mp_read_map(&r, &left))
             while (mp_map_key(&r, &left, &k, &n))
-                KEY("reason") ? mp_read_str(&r, &reason, &reason_len) : mp_skip(&r);
+                KEY("reason") ? read_text(&r, &reason, &reason_len) : mp_skip(&r);
         if (r.err || r.p != r.end) {
             counters[C_BAD_PAYLOAD]++;
             break;
@@ -853,24 +884,6 @@ static void read_inbound(void *pull)
 }
 
 /* ---------------------------------------------------------------- stepping */
-
-/* Bytes as text: invalid UTF-8 becomes U+FFFD, one per maximal bad subpart (as Python). */
-static void utf8_lossy(const uint8_t *s, size_t n, mp_buf *out)
-{
-    for (size_t i = 0; i < n;) {
-        uint8_t c = s[i], lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-        uint8_t hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-        size_t need = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
-                      : c >= 0xf0 && c <= 0xf4 ? 3 : 9, k = 1;
-        for (; need < 9 && k <= need && i + k < n; k++)
-            if (s[i + k] < (k == 1 ? lo : 0x80) || s[i + k] > (k == 1 ? hi : 0xbf))
-                break;
-        if (need < 9 && k > need)
-            mp_w_raw(out, s + i, need + 1), i += need + 1;
-        else
-            mp_w_raw(out, "\xef\xbf\xbd", 3), i += k;
-    }
-}
 
 /* Whether a stop string is in the text of the output's last `window` tokens, as
  * stopping.py decodes it: the tokens' bytes, special ids left out per skip_special_tokens,

@@ -307,15 +307,19 @@ class TestAlone:
                 )
                 framed = frame_message(Kind.GENERATE, request, rids=["r1"], reply_to=[owner])
                 # Bad headers (one claiming 2**32 - 1 elements), a frame too many, a batch
-                # kind with no rows, a prompt claiming 2**32 - 1 ids: each one counted and
-                # skipped at once, and the request after them answered.
+                # kind with no rows, a prompt claiming 2**32 - 1 ids, a stop string that is
+                # not UTF-8: each one counted and skipped at once, and the request after
+                # them answered.
                 lying = b"\x82\xa3rid\xa2r1\xa9input_ids\xdd\xff\xff\xff\xff"
+                params = b"\xafsampling_params\x81\xa4stop\x91\xa1\xff"
+                not_utf8 = b"\x83\xa3rid\xa2r1\xa9input_ids\x91\x01" + params
                 for garbage in (
                     [b"\xc1", b"x"],
                     [b"\xdd\xff\xff\xff\xff\x01", b"x"],
                     [*framed, b"extra"],
                     [b"\x91\x28"],
                     [framed[0], lying],
+                    [framed[0], not_utf8],
                 ):
                     wire.push.send_multipart(garbage)
                 wire.push.send_multipart(framed)
@@ -359,7 +363,7 @@ class TestAlone:
         assert engine.returncode == 0, errors
         assert not (run_dir / "engine").exists()
         last = errors.strip().splitlines()[-1]
-        for counted in ("bad_header}=2", "frame_count}=1", "header_shape}=1", "bad_payload}=1"):
+        for counted in ("bad_header}=2", "frame_count}=1", "header_shape}=1", "bad_payload}=2"):
             assert f"rejected{{{counted}" in last, errors
         assert "duplicates{operation}=1" in last, errors
 
