@@ -112,9 +112,10 @@ class TestConformingEngines:
         assert processes_naming(f"SWITCHBOARD_RUN_DIR={temporary}") == []
 
     def test_echo_example(self, switchboard_bin: str) -> None:
-        """examples/echo_engine.py, reading the engine-command variables, passes every duty."""
+        """examples/echo_engine.py, reading the engine-command variables, passes every duty
+        (64 tokens a request, so that a request still runs when a pause arrives)."""
         status, document = engine_check(
-            switchboard_bin, "--engine-command", f"{PYTHON} examples/echo_engine.py"
+            switchboard_bin, "--engine-command", f"{PYTHON} examples/echo_engine.py --tokens 64"
         )
         assert_report(document)
         assert status == 0 and rows_with(document, "ok") == set(DUTIES), document
