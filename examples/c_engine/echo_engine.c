@@ -1078,6 +1078,28 @@ static int ipc_in_use(const char *path)
     return used;
 }
 
+/* Whether the supervisor (SWITCHBOARD_PARENT_PID) is still this process's parent, or its
+ * grandparent through a wrapper that did not exec (sh -c '...; ./echo_engine'). Once it
+ * dies, this process is someone else's: init's, or a subreaper's. */
+static int supervised_by(const char *parent)
+{
+    pid_t want = (pid_t)atol(parent), pid = getppid();
+    if (pid == want)
+        return 1;
+    for (int depth = 0; pid > 1 && pid != want && depth < 8; depth++) {
+        char path[32], stat[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "re");
+        size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+        if (f)
+            fclose(f);
+        stat[n] = 0;
+        char *end = strrchr(stat, ')'); /* "pid (comm) state ppid ...": comm may hold ')' */
+        pid = end ? (pid_t)strtol(end + 3, NULL, 10) : 0;
+    }
+    return pid == want && pid > 1; /* every process descends from init */
+}
+
 static void *open_socket(void *ctx, int type, const char *endpoint)
 {
     int hwm = HWM, zero = 0, one = 1;
@@ -1156,7 +1178,7 @@ int main(int argc, char **argv)
     }
 
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (parent && *parent && getppid() != (pid_t)atol(parent))
+    if (parent && *parent && !supervised_by(parent))
         die(1, "parent %s is gone", parent);
     struct sigaction sa = { .sa_handler = on_signal };
     sigaction(SIGTERM, &sa, NULL);
@@ -1184,8 +1206,8 @@ int main(int argc, char **argv)
         if (now >= next_load) {
             send_load(); /* at start, then every LOAD_NS (5.8) */
             next_load = now + LOAD_NS;
-            if (parent && *parent && getppid() != (pid_t)atol(parent))
-                break;
+            if (parent && *parent && !supervised_by(parent))
+                break; /* the supervisor is gone */
         }
         long long due = n_running && !paused && next_step < next_load ? next_step : next_load;
         long timeout = due > now ? (long)((due - now) / 1000000) : 0;

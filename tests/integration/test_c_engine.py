@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import psutil
 import pytest
 import zmq
 
@@ -79,6 +80,19 @@ def c_engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert build.returncode == 0, build.stderr
     return binary
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in tokenizer's vocabulary file, as ``switchboard vocab`` writes it."""
+    path = tmp_path_factory.mktemp("vocab") / "vocab.msgpack"
+    subprocess.run(
+        [sys.executable, "-m", "switchboard.cli", "vocab", "--out", str(path)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -274,20 +288,13 @@ class Wire:
 
 class TestAlone:
     def test_wire_messages_ordering_bad_input_and_sigterm(
-        self, c_engine: Path, tmp_path: Path
+        self, c_engine: Path, vocab: Path, tmp_path: Path
     ) -> None:
         """Every message decodes with the Python decoder: LOAD with the key, token rows
         (only the new ids, SGLang's decode_ids), an embedding row, ACKs of every operation
         (an older one acknowledged, not applied); garbage is counted, not fatal; SIGTERM
         exits 0 and removes the socket file."""
         run_dir = Path(os.path.realpath(tmp_path))
-        vocab = run_dir / "vocab.msgpack"
-        subprocess.run(
-            [sys.executable, "-m", "switchboard.cli", "vocab", "--out", str(vocab)],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
         env = {**os.environ, "SWITCHBOARD_STACK_KEY": "k" * 64}
         with bounded_context() as context:
             wire = Wire(context, run_dir)
@@ -405,3 +412,47 @@ class TestAlone:
         )
         assert done.returncode == 2 and expected in done.stderr, done
         assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
+
+    def test_gone_supervisor(self, c_engine: Path, vocab: Path, tmp_path: Path) -> None:
+        """With SWITCHBOARD_PARENT_PID naming a process that is not its parent (nor its
+        grandparent, through a shell that did not exec it) it exits at once, status 1; a
+        shell between it and the supervisor is accepted."""
+        inbound = tmp_path / "in"
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")},
+            "SWITCHBOARD_ENGINE_INBOUND": f"ipc://{inbound}",
+            "SWITCHBOARD_ENGINE_EVENTS": f"ipc://{tmp_path}/events",
+            "SWITCHBOARD_ENGINE_OUTPUTS": f"ipc://{tmp_path}/outputs",
+            "SWITCHBOARD_STACK_KEY": "k" * 64,
+            "SWITCHBOARD_VOCAB_FILE": str(vocab),
+        }
+        gone = subprocess.run(
+            [str(c_engine)],
+            env={**env, "SWITCHBOARD_PARENT_PID": "1"},
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        assert (gone.returncode, gone.stderr) == (1, "echo_engine: parent 1 is gone\n")
+
+        # The shell runs the engine and then `true`, so it cannot exec it: this test's
+        # process is the engine's grandparent.
+        wrapped = subprocess.Popen(
+            ["sh", "-c", f"{c_engine}; true"],
+            env={**env, "SWITCHBOARD_PARENT_PID": str(os.getpid())},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(inbound.exists, 10, "the engine to bind")
+            engine = psutil.Process(wrapped.pid).children()
+            assert wrapped.poll() is None and len(engine) == 1
+            engine[0].send_signal(signal.SIGTERM)
+            _, errors = wrapped.communicate(timeout=10)
+        finally:
+            if wrapped.poll() is None:
+                wrapped.kill()
+                wrapped.wait()
+        assert wrapped.returncode == 0 and "stopped after" in errors, errors
+        assert not inbound.exists()
