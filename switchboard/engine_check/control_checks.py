@@ -42,19 +42,31 @@ def _aborted(run: RequestRun) -> bool:
     return run.finish_type == "abort"
 
 
+def _abort_problems(run: RequestRun, timeout_s: float) -> list[Problem]:
+    """What is wrong with how an aborted request ended: no row, or no abort."""
+    if not run.finished:
+        return [(f"{run.rid}: aborted, no finishing row within {timeout_s:g} s", _ABORT_FIX)]
+    if not _aborted(run):
+        return [(f"{run.rid}: aborted, finished {run.finish}", _ABORT_FIX)]
+    return []
+
+
 def check_abort(session: Session) -> list[Finding]:
     """``abort.one``: ABORT one of two running requests; ``abort.all``: abort_all."""
     findings: list[Finding] = []
-    rids = session.start_long("abort", 2)
-    if isinstance(rids, str):
-        findings.append(not_run("abort.one", rids))
-    else:
+
+    def abort_first(rids: list[str]) -> list[Problem]:
         session.abort(rids[0])
-        target = session.wait_finished(rids[:1])[0]
-        other = session.wait_finished(rids[1:])[0]
-        problems = run_problems(target, session.timeout_s) + run_problems(other, session.timeout_s)
-        if not _aborted(target):
-            problems.append((f"the aborted request finished {target.finish}", _ABORT_FIX))
+        return []
+
+    got = session.interrupt("abort", 2, abort_first)
+    if isinstance(got, str):
+        findings.append(not_run("abort.one", got))
+    else:
+        (target, other), _ = got
+        problems = _abort_problems(target, session.timeout_s) + run_problems(
+            other, session.timeout_s
+        )
         if _aborted(other):
             problems.append(
                 (
@@ -64,18 +76,17 @@ def check_abort(session: Session) -> list[Finding]:
                 )
             )
         findings.append(verdict("abort.one", problems, f"aborted: {target.finish}"))
-    rids = session.start_long("abort-all", 2)
-    if isinstance(rids, str):
-        findings.append(not_run("abort.all", rids))
-    else:
+
+    def abort_all(rids: list[str]) -> list[Problem]:
         session.abort(None)
-        runs = session.wait_finished(rids)
-        problems = [p for run in runs for p in run_problems(run, session.timeout_s)]
-        problems += [
-            (f"abort_all: {run.rid} finished {run.finish}", _ABORT_FIX)
-            for run in runs
-            if not _aborted(run)
-        ]
+        return []
+
+    got = session.interrupt("abort-all", 2, abort_all)
+    if isinstance(got, str):
+        findings.append(not_run("abort.all", got))
+    else:
+        runs, _ = got
+        problems = [p for run in runs for p in _abort_problems(run, session.timeout_s)]
         findings.append(verdict("abort.all", problems, f"{len(runs)} aborted"))
     return findings
 

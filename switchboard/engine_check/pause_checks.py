@@ -15,6 +15,7 @@ from router_core.wire.control import PauseMode
 from switchboard.engine_check.checks import run_problems, same_run, verdict
 from switchboard.engine_check.findings import Finding, not_run
 from switchboard.engine_check.session import LONG_PROMPT, TOO_FAST, Baseline, Session
+from switchboard.engine_check.verdicts import Problem
 
 __all__ = ["ACK_GRACE_S", "QUIET_S", "check_pauses"]
 
@@ -82,12 +83,20 @@ def _pause_once(session: Session, mode: PauseMode, base: Baseline) -> Finding | 
 def check_pauses(session: Session) -> list[Finding]:
     """``pause.abort``, ``pause.retract``, ``pause.in_place``, ``continue``, ``pause.stale``."""
     findings: list[Finding] = []
-    rids = session.start_long("pause", 2)
-    if isinstance(rids, str):
-        findings.append(not_run("pause.abort", rids))
-    else:
+
+    def pause_abort(rids: list[str]) -> list[Problem]:
         _, problems = session.command("abort")
-        runs = session.wait_finished(rids)
+        return problems
+
+    def resume() -> None:
+        session.command(None)  # back to serving; CONTINUE is judged by the rows below
+
+    got = session.interrupt("pause", 2, pause_abort, undo=resume)
+    if isinstance(got, str):
+        findings.append(not_run("pause.abort", got))
+    else:
+        resume()
+        runs, problems = got
         problems += [p for run in runs for p in run_problems(run, session.timeout_s)]
         problems += [
             (
@@ -99,7 +108,6 @@ def check_pauses(session: Session) -> list[Finding]:
             if run.finish_type != "abort"
         ]
         findings.append(verdict("pause.abort", problems, "running requests aborted"))
-        session.command(None)  # back to serving; judged by the rows below
     if session.rows_ok:
         findings += [_pause_keeping(session, mode) for mode in ("retract", "in_place")]
     else:

@@ -65,6 +65,8 @@ class RequestRun:
     ids: list[int] = field(default_factory=list)
     rows: int = 0
     finish: dict[str, Any] | None = None
+    #: The ``sent_ns`` of the message with the finishing row (the engine's clock, 0: unset).
+    finish_sent_ns: int = 0
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     stop_holdbacks: set[int] = field(default_factory=set)
@@ -95,7 +97,8 @@ def _column(row: msgspec.Struct, name: str) -> Any:
     return values[0] if values else None
 
 
-def _read_row(run: RequestRun, kind: Kind, row: msgspec.Struct) -> None:
+def _read_row(run: RequestRun, header: Header, row: msgspec.Struct) -> None:
+    kind = header.kind
     if run.finished:
         run.breach("after_finish", f"a row after the finishing row {run.finish}")
     run.rows += 1
@@ -133,6 +136,7 @@ def _read_row(run: RequestRun, kind: Kind, row: msgspec.Struct) -> None:
             run.breach("two_finishes", f"a second finishing row {reason} after {run.finish}")
         else:
             run.finish = dict(reason)
+            run.finish_sent_ns = header.sent_ns
 
 
 def gather(rid: str, address: str, messages: Iterable[Message]) -> RequestRun:
@@ -155,7 +159,7 @@ def gather(rid: str, address: str, messages: Iterable[Message]) -> RequestRun:
             owners = getattr(row, "http_worker_ipcs", None)
             if owners is not None and list(owners) != [address]:
                 run.breach("owner", f"row http_worker_ipcs {owners!r}, not [{address!r}]")
-            _read_row(run, header.kind, row)
+            _read_row(run, header, row)
     return run
 
 

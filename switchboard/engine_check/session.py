@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -23,7 +23,7 @@ from router_core.wire.requests import AbortRequest, GenerateRequest, SamplingPar
 from switchboard.engine_check.engine_process import EngineProcess
 from switchboard.engine_check.harness import Harness
 from switchboard.engine_check.rows import RequestRun, gather
-from switchboard.engine_check.verdicts import Problem, ack_problems, op_id
+from switchboard.engine_check.verdicts import Problem, ack_problems, ended_before, op_id
 from switchboard.text import TextCodec
 
 __all__ = [
@@ -164,6 +164,33 @@ class Session:
         if not all(run.rows for run in runs):
             return f"a request got no row within {self.timeout_s:g} s"
         return rids
+
+    def interrupt(
+        self,
+        label: str,
+        count: int,
+        command: Callable[[list[str]], list[Problem]],
+        undo: Callable[[], object] = lambda: None,
+    ) -> tuple[list[RequestRun], list[Problem]] | str:
+        """Start ``count`` long requests, send ``command(rids)`` while they run, and wait
+        for them to finish: their runs and what ``command`` found wrong; or why not.
+
+        A request that ended on its own before the command could reach the engine
+        (:func:`.verdicts.ended_before`) tells nothing: requests are made longer and it is
+        tried again (``undo()`` first), then it is ``TOO_FAST``."""
+        for _ in range(2):
+            rids = self.start_long(label, count)
+            if isinstance(rids, str):
+                return rids
+            sent_ns = time.time_ns()
+            problems = command(rids)
+            runs = self.wait_finished(rids)
+            if not any(ended_before(run, sent_ns) for run in runs):
+                return runs, problems
+            undo()
+            if not self.lengthen():
+                break
+        return TOO_FAST
 
     def lengthen(self) -> bool:
         """Make long requests longer (one finished before its command arrived); False

@@ -12,12 +12,15 @@ from typing import Final
 
 from router_core.credentials import matches
 from router_core.wire.control import ENGINE, Acknowledgement, LoadSnapshot
+from switchboard.engine_check.rows import RequestRun
 
 __all__ = [
     "MAX_SANE_RUNNING",
+    "RACE_S",
     "Problem",
     "ack_problems",
     "echoes_prompt",
+    "ended_before",
     "interval_problems",
     "load_problems",
     "op_id",
@@ -28,6 +31,8 @@ __all__ = [
 #: ``(what was seen, the fix)``.
 Problem = tuple[str, str]
 
+#: Seconds after a command was sent in which a request may still finish on its own.
+RACE_S: Final = 0.05
 #: A ``max_running`` above this is no real limit (a sign of an unset or garbage field).
 MAX_SANE_RUNNING: Final = 1_000_000
 
@@ -107,6 +112,15 @@ def ack_problems(ack: Acknowledgement, key: str) -> list[Problem]:
             )
         )
     return found
+
+
+def ended_before(run: RequestRun, sent_ns: int) -> bool:
+    """Whether ``run`` ended on its own (not aborted) in a message the engine framed
+    before a command sent at ``sent_ns`` (wall clock) could have reached it, within
+    :data:`RACE_S`: an engine reads commands between steps. Such a finish says nothing
+    of how the command was applied. A message without ``sent_ns`` (0) is judged."""
+    ended_alone = run.finished and run.finish_type != "abort"
+    return ended_alone and 0 < run.finish_sent_ns < sent_ns + int(RACE_S * 1e9)
 
 
 def echoes_prompt(prompt: Sequence[int], ids: Sequence[int]) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from router_core.wire import Header, Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from switchboard.engine_check.rows import FIXES, Message, gather, shared_messages
@@ -82,6 +84,12 @@ class TestGather:
             ],
         )
         assert {breach.code for breach in run.breaches} == {"after_finish", "two_finishes"}
+
+    def test_finish_time_is_the_engines(self) -> None:
+        """The finishing row's message sent_ns (the engine's clock) is kept."""
+        done = message(token_row("a", [5], 1, finish={"type": "length", "length": 1}))
+        stamped = Message(msgspec.structs.replace(done.header, sent_ns=42), done.rows)
+        assert gather("a", ME, [stamped]).finish_sent_ns == 42
 
     def test_stop_holdback_and_embedding(self) -> None:
         """stop_holdback values are collected; an embedding row gives its vector."""
