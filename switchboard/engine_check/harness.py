@@ -212,6 +212,18 @@ class Harness:
             if isinstance(payload, Acknowledgement) and payload.op_id == op
         ]
 
+    def ack_sent_ns(self, op: str, since: int = 0) -> int:
+        """The header ``sent_ns`` (the engine's clock) of the first ``ACK`` of ``op`` from
+        the ``since``-th event on; 0 if none, or unstamped."""
+        for received in self.inbox.events[since:]:
+            message = received.message
+            if message.header.kind is Kind.ACK and any(
+                isinstance(payload, Acknowledgement) and payload.op_id == op
+                for payload in message.rows
+            ):
+                return message.header.sent_ns
+        return 0
+
     def output_messages(self, since: int = 0) -> list[Message]:
         """The output messages received, from the ``since``-th on."""
         return [received.message for received in self.inbox.outputs[since:]]

@@ -14,6 +14,7 @@ from typing import Final
 from router_core.wire.control import PauseMode
 from switchboard.engine_check.checks import run_problems, same_run, verdict
 from switchboard.engine_check.findings import Finding, not_run
+from switchboard.engine_check.rows import rows_framed_after
 from switchboard.engine_check.session import LONG_PROMPT, TOO_FAST, Baseline, Session
 from switchboard.engine_check.verdicts import Problem
 
@@ -55,7 +56,9 @@ def _pause_once(session: Session, mode: PauseMode, base: Baseline) -> Finding | 
     session.wait_rows([rid], rows=2)
     if session.runs([rid])[0].finished:
         return None
+    since = len(session.harness.inbox.outputs)
     _, problems = session.command(mode)
+    acked_ns = session.last_ack_sent_ns
     session.harness.pump(ACK_GRACE_S)
     at_pause = session.runs([rid])[0]
     session.harness.pump(QUIET_S)
@@ -63,10 +66,16 @@ def _pause_once(session: Session, mode: PauseMode, base: Baseline) -> Finding | 
     if at_pause.finished and not problems:
         session.command(None)  # the pause held nothing: undo it before trying again
         return None
-    if paused.rows > at_pause.rows:
+    # Rows the engine framed after its ACK (its own clock: exact, however late they
+    # arrive); without stamps, rows that arrived after the ACK's grace.
+    if acked_ns:
+        late = rows_framed_after(rid, session.harness.output_messages(since), acked_ns)
+    else:
+        late = paused.rows - at_pause.rows
+    if late:
         problems.append(
             (
-                f"{paused.rows - at_pause.rows} rows in the {QUIET_S:g} s after the ACK",
+                f"{late} rows made after the ACK of PAUSE {mode}",
                 f"on PAUSE {mode}, stop stepping before the ACK and until CONTINUE "
                 "(protocol.md 3.4, 5.7)",
             )

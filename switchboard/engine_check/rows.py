@@ -17,7 +17,15 @@ import msgspec
 from router_core.wire import BATCH_KINDS, Header, Kind
 from router_core.wire.outputs import BatchEmbeddingOutput
 
-__all__ = ["FIXES", "Breach", "Message", "RequestRun", "gather", "shared_messages"]
+__all__ = [
+    "FIXES",
+    "Breach",
+    "Message",
+    "RequestRun",
+    "gather",
+    "rows_framed_after",
+    "shared_messages",
+]
 
 #: Breach code -> what the engine must do (one line, naming the docs).
 FIXES: Final[dict[str, str]] = {
@@ -161,6 +169,16 @@ def gather(rid: str, address: str, messages: Iterable[Message]) -> RequestRun:
                 run.breach("owner", f"row http_worker_ipcs {owners!r}, not [{address!r}]")
             _read_row(run, header, row)
     return run
+
+
+def rows_framed_after(rid: str, messages: Iterable[Message], sent_ns: int) -> int:
+    """How many rows of ``rid`` came in messages the engine framed after ``sent_ns`` (its
+    own clock, header ``sent_ns``): rows it made after that moment, whenever they arrived."""
+    return sum(
+        message.header.rids.count(rid)
+        for message in messages
+        if message.header.kind in BATCH_KINDS and message.header.sent_ns > sent_ns
+    )
 
 
 def shared_messages(rids: Iterable[str], messages: Iterable[Message]) -> int:

@@ -75,6 +75,8 @@ class Session:
     baseline: Baseline | None = None
     #: The first run's rows conform, so runs can be compared id for id.
     rows_ok: bool = False
+    #: The engine's clock (header sent_ns) on the last ACK :meth:`command` waited for.
+    last_ack_sent_ns: int = 0
     #: The first run got no row at all (none reached engine-check's return address).
     silent: bool = False
     #: max_new_tokens of requests that must still run when a command arrives.
@@ -209,6 +211,7 @@ class Session:
         and wait for its ACK; the op id and what was wrong ([]: acked as it must be)."""
         op = op or self.next_op()
         since = len(self.harness.inbox.events)  # an op sent again is acked again
+        self.last_ack_sent_ns = 0
         if mode is None:
             self.harness.send(Kind.CONTINUE, ContinueRequest(op_id=op))
         else:
@@ -222,6 +225,7 @@ class Session:
                     '"engine", secret: key} on events (protocol.md 3.4, 5.7)',
                 )
             ]
+        self.last_ack_sent_ns = self.harness.ack_sent_ns(op, since)
         return op, ack_problems(self.harness.acks(op, since)[0], self.key)
 
     def engine_gone(self) -> str | None:

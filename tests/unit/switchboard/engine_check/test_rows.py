@@ -8,7 +8,13 @@ import msgspec
 
 from router_core.wire import Header, Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
-from switchboard.engine_check.rows import FIXES, Message, gather, shared_messages
+from switchboard.engine_check.rows import (
+    FIXES,
+    Message,
+    gather,
+    rows_framed_after,
+    shared_messages,
+)
 
 ME = "ipc:///tmp/sb/worker-engine-check"
 
@@ -110,6 +116,22 @@ class TestGather:
         idle = Message(Header(Kind.IDLE), [])
         run = gather("a", ME, [idle, message(token_row("b", [1], 1))])
         assert run.rows == 0 and not run.breaches and not run.finished
+
+
+class TestRowsFramedAfter:
+    """rows_framed_after counts a request's rows in messages framed after a moment."""
+
+    def test_by_the_engines_clock(self) -> None:
+        """Only messages whose header sent_ns is later count, whatever their order."""
+        early = message(token_row("a", [1], 1))
+        late = message(token_row("a", [2], 2), token_row("b", [3], 1))
+        stamped = [
+            Message(msgspec.structs.replace(late.header, sent_ns=30), late.rows),
+            Message(msgspec.structs.replace(early.header, sent_ns=10), early.rows),
+        ]
+        assert rows_framed_after("a", stamped, 20) == 1
+        assert rows_framed_after("a", stamped, 5) == 2
+        assert rows_framed_after("c", stamped, 5) == 0
 
 
 class TestSharedMessages:
