@@ -885,16 +885,17 @@ static void read_inbound(void *pull)
 
 /* ---------------------------------------------------------------- stepping */
 
-/* Whether a stop string is in the text of the output's last `window` tokens, as
- * stopping.py decodes it: the tokens' bytes, special ids left out per skip_special_tokens,
- * one leading space dropped for SentencePiece-style vocabularies (decoded from its start). */
+/* Whether a stop string is in the text of the output's last `window` ids (3.9, 3.10), as
+ * stopping.py decodes it: the ids' bytes with the special ids left out (whatever the
+ * request's skip_special_tokens: the built-in engines decode so), and one leading space
+ * dropped for SentencePiece-style vocabularies (a text decoded from its start). */
 static const char *stop_string_in_tail(const req_t *q, uint32_t *len)
 {
     uint32_t from = q->n_out > q->window ? q->n_out - q->window : 0;
     scratch_bytes.n = scratch_text.n = 0;
     for (uint32_t i = from; i < q->n_out; i++) {
         int64_t id = q->out[i];
-        if (id >= 0 && id < V.size && !(q->skip_special && (V.flags[id] & SPECIAL)))
+        if (id >= 0 && id < V.size && !(V.flags[id] & SPECIAL))
             mp_w_raw(&scratch_bytes, V.tok[id], V.tok_len[id]);
     }
     utf8_lossy(scratch_bytes.d, scratch_bytes.n, &scratch_text);

@@ -187,13 +187,17 @@ class TestBehindTheStack:
         with ignore_eos and min_new_tokens, end each echo where stopping.py says; the text
         is cut at the stop string and leaves the stop token out."""
         codec = load_tokenizer(None)
-        eog = read_vocab_file(stack.run_dir / "vocab.msgpack").eog_token_ids
+        vocab = read_vocab_file(stack.run_dir / "vocab.msgpack")
+        eog = vocab.eog_token_ids
+        byte_ids = {token[0]: i for i, token in enumerate(vocab.tokens) if len(token) == 1}
+        spread = [byte_ids[b] for b in "ab😀😀cd".encode()]  # one id a byte
         words = codec.encode("one two three four five six seven")
         text_ids = codec.encode("Hello, wörld! 日本語 🎉 and more")
         cases: list[tuple[list[int], dict[str, Any]]] = [
             (words, {"stop": [" four"]}),
             (words, {"stop": ["ee f", "zzz"]}),
             (text_ids, {"stop": ["本"]}),  # completed inside a multi-byte character's tokens
+            (spread, {"stop": ["😀😀"]}),  # 2 characters over 8 ids: the tail counts bytes
             (words, {"stop_token_ids": [words[3]]}),
             (words, {"stop_token_ids": [words[1]], "min_new_tokens": 4}),
             ([*words[:3], eog[0], *words[3:]], {}),
