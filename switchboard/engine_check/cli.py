@@ -28,7 +28,10 @@ def add_parser(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "engine-check",
         help="check that an engine keeps the protocol (docs/engine-check.md)",
-        description=__doc__.partition("\n\n")[0] if __doc__ else None,
+        description="Check that an engine keeps the engine's side of the protocol "
+        "(docs/protocol.md), playing the routers' part on its own endpoints: one row per "
+        "duty, ok / FAIL (with the fix) / not run; exit 0 when every duty that ran "
+        "conforms, 1 otherwise, 2 for a bad command line.",
     )
     # Not required=True: an unknown flag is then reported first, as by every subcommand.
     which = parser.add_mutually_exclusive_group()
@@ -41,11 +44,13 @@ def add_parser(sub: Any) -> None:
     )
     which.add_argument(
         "--run-dir",
+        metavar="DIR",
         help="check an engine already running on this run dir's endpoints, with its stack.key "
         "(default: none; this or --engine-command)",
     )
     parser.add_argument(
         "--tokenizer",
+        metavar="PATH",
         help="the tokenizer.json or model directory whose ids the engine takes (default: "
         "the built-in one)",
     )
@@ -61,7 +66,11 @@ def add_parser(sub: Any) -> None:
         metavar="S",
         help="seconds each step waits for the engine at most (default %(default)s)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document (the same rows) instead of the table",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
