@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from router_core.wire import Kind
 from switchboard.engine_check.findings import Finding, failed, not_run, ok
 from switchboard.engine_check.rows import FIXES, RequestRun, shared_messages
 from switchboard.engine_check.session import Baseline, Session
@@ -145,6 +146,14 @@ def check_generate(session: Session) -> list[Finding]:
         for bad in session.harness.inbox.undecodable[before:]
     ]
     problems += row_problems(run) + run_problems(run, session.timeout_s)
+    if run.kinds - {Kind.TOKEN_BATCH, Kind.STR_BATCH}:
+        kinds = sorted(kind.name for kind in run.kinds)
+        problems.append(
+            (
+                f"a GENERATE answered with {', '.join(kinds)} rows",
+                "answer a GENERATE with TOKEN_BATCH rows (or STR_BATCH) (protocol.md 2.4)",
+            )
+        )
     session.silent = run.rows == 0
     rows = verdict("generate.rows", problems, f"{run.rows} rows, {len(run.ids)} ids, {run.finish}")
     if problems:
