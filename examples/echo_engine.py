@@ -140,7 +140,7 @@ class EchoEngine:
 
         def decode(ids: list[int]) -> str:
             assert vocab is not None
-            return decode_ids(vocab, ids, skip_special_tokens=params.skip_special_tokens)
+            return decode_ids(vocab, ids)  # special tokens left out, as the built-in engine
 
         return finish_reason(
             row.output_ids,

@@ -124,7 +124,7 @@ static char *last_op[2];  /* the newest ordered operation applied: incarnation, 
 static const char *key = "";
 static long long steps, started_ns;
 static pusher events, outputs;
-static mp_buf scratch_bytes, scratch_text;
+static mp_buf scratch_bytes, scratch_text, scratch_prior;
 
 #define KEY(lit) mp_key_is(k, n, lit)
 #define SAME(s, len, p, plen) ((len) == (plen) && memcmp(s, p, len) == 0)
@@ -885,29 +885,46 @@ static void read_inbound(void *pull)
 
 /* ---------------------------------------------------------------- stepping */
 
-/* Whether a stop string is in the text of the output's last `window` ids (3.9, 3.10), as
- * stopping.py decodes it: the ids' bytes with the special ids left out (whatever the
- * request's skip_special_tokens: the built-in engines decode so), and one leading space
- * dropped for SentencePiece-style vocabularies (a text decoded from its start). */
+/* Whether the newest id completes a stop string in the text of the output's last `window`
+ * ids (3.9, 3.10), as stopping.py decodes it: the ids' bytes with the special ids left out
+ * (whatever the request's skip_special_tokens: the built-in engines decode so), and one
+ * leading space dropped for SentencePiece-style vocabularies (a text decoded from its
+ * start). A match already whole in the text before the newest id does not count. */
 static const char *stop_string_in_tail(const req_t *q, uint32_t *len)
 {
     uint32_t from = q->n_out > q->window ? q->n_out - q->window : 0;
-    scratch_bytes.n = scratch_text.n = 0;
+    size_t before = 0; /* bytes of the tail's ids before the newest */
+    scratch_bytes.n = scratch_text.n = scratch_prior.n = 0;
     for (uint32_t i = from; i < q->n_out; i++) {
         int64_t id = q->out[i];
+        if (i + 1 == q->n_out)
+            before = scratch_bytes.n;
         if (id >= 0 && id < V.size && !(V.flags[id] & SPECIAL))
             mp_w_raw(&scratch_bytes, V.tok[id], V.tok_len[id]);
     }
     utf8_lossy(scratch_bytes.d, scratch_bytes.n, &scratch_text);
-    const char *text = (const char *)scratch_text.d;
-    size_t n = scratch_text.oom ? 0 : scratch_text.n;
+    utf8_lossy(scratch_bytes.d, before, &scratch_prior);
+    if (scratch_text.oom || scratch_prior.oom)
+        return NULL;
+    const char *text = (const char *)scratch_text.d, *prior = (const char *)scratch_prior.d;
+    size_t n = scratch_text.n, m = scratch_prior.n;
     if (V.strip_leading_space && n && text[0] == ' ')
         text++, n--;
-    for (uint32_t s = 0; n && s < q->n_stops; s++)
-        if (memmem(text, n, q->stops[s], q->stop_len[s])) {
-            *len = q->stop_len[s];
-            return q->stops[s];
+    if (V.strip_leading_space && m && prior[0] == ' ')
+        prior++, m--;
+    size_t settled = 0; /* the text the newest id did not change */
+    while (settled < n && settled < m && text[settled] == prior[settled])
+        settled++;
+    for (uint32_t s = 0; n && s < q->n_stops; s++) {
+        size_t k = q->stop_len[s];
+        for (const char *at = text; (at = memmem(at, n - (size_t)(at - text), q->stops[s], k));
+             at++) {
+            if ((size_t)(at - text) + k > settled) {
+                *len = q->stop_len[s];
+                return q->stops[s];
+            }
         }
+    }
     return NULL;
 }
 
@@ -1245,7 +1262,7 @@ int main(int argc, char **argv)
         remove_running(n_running - 1);
     free(last_op[0]), free(last_op[1]), free(key_text);
     free(V.file), free(V.tok), free(V.tok_len), free(V.flags);
-    mp_buf_free(&scratch_bytes), mp_buf_free(&scratch_text);
+    mp_buf_free(&scratch_bytes), mp_buf_free(&scratch_text), mp_buf_free(&scratch_prior);
     fprintf(stderr, "echo_engine: stopped after %lld steps;", steps);
     for (int i = 0; i < C_COUNT; i++)
         if (counters[i])

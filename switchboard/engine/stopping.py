@@ -12,6 +12,8 @@ a decode function. Checked in this order, each after ``min_new_tokens`` except t
    STOP_TAIL_SLACK`` tokens, ``n`` the longest stop string's length in UTF-8 bytes,
    enough for any string that a token can complete, since every token of the text
    stands for at least one byte (a character split over several byte tokens included).
+   Only a match that the new token completes counts: one already whole in the text
+   before it was seen then, or passed over before ``min_new_tokens``.
 
 The stop token counts in ``output_ids`` and ``completion_tokens``, as in SGLang; the
 detokenizers drop it from the text.
@@ -53,8 +55,22 @@ def finish_reason(
     if stop and decode is not None:
         window = max(len(text.encode("utf-8", "surrogatepass")) for text in stop)
         window += STOP_TAIL_SLACK
-        tail = decode(list(output_ids[-window:]))
+        ids = list(output_ids[-window:])
+        tail = decode(ids)
+        # Only a match the new token completes: one wholly in the text before it was
+        # seen earlier (or, before min_new_tokens, passed over), and the detokenizer
+        # trims the match that ends the text.
+        settled = _shared_prefix(decode(ids[:-1]), tail)
         for text in stop:
-            if text in tail:
+            found = tail.rfind(text)
+            if found >= 0 and found + len(text) > settled:
                 return stop_reason(text)
     return None
+
+
+def _shared_prefix(first: str, second: str) -> int:
+    """How many leading characters the two texts share."""
+    for index, (a, b) in enumerate(zip(first, second, strict=False)):
+        if a != b:
+            return index
+    return min(len(first), len(second))

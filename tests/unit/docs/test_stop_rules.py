@@ -68,3 +68,18 @@ def test_stop_strings_in_the_requests_order_in_the_tail() -> None:
     window = [3] * (1 + STOP_TAIL_SLACK)
     outside = finish_reason([1, 2, *window], max_new_tokens=99, stop=("a",), decode=decode)
     assert outside is None  # "a" is older than the tail: it would have ended the request then
+
+
+def test_a_stop_string_passed_over_before_min_new_tokens_does_not_match_later() -> None:
+    """ " two" is whole before min_new_tokens lets anything stop: it does not end the
+    request later (the detokenizer could not trim it at the end); a new " two" does."""
+    words = {1: "one", 2: " two", 3: " three", 4: " four"}
+
+    def decode(ids: list[int]) -> str:
+        return "".join(words[i] for i in ids)
+
+    params = {"max_new_tokens": 9, "min_new_tokens": 3, "stop": (" two",), "decode": decode}
+    assert finish_reason([1, 2, 3], **params) is None  # type: ignore[arg-type]
+    assert finish_reason([1, 2, 3, 4], **params) is None  # type: ignore[arg-type]
+    ended = finish_reason([1, 2, 3, 4, 2], **params)  # type: ignore[arg-type]
+    assert ended == {"type": "stop", "matched": " two"}
