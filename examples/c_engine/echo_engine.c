@@ -1195,7 +1195,11 @@ int main(int argc, char **argv)
         key = getenv("SWITCHBOARD_STACK_KEY");
     }
 
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    /* Keep a parent-death signal already set (switchboard up sets SIGKILL before exec);
+     * started by hand, ask for SIGTERM. */
+    int deathsig = 0;
+    if (prctl(PR_GET_PDEATHSIG, &deathsig) == 0 && deathsig == 0)
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (parent && *parent && !supervised_by(parent))
         die(1, "parent %s is gone", parent);
     struct sigaction sa = { .sa_handler = on_signal };

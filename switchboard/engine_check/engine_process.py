@@ -15,21 +15,17 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final
 
-__all__ = ["STOP_TIMEOUT_S", "EngineProcess", "exec_argv"]
+from switchboard.supervisor.engine_command import exec_argv
+from switchboard.supervisor.layout import child_environment
+
+__all__ = ["STOP_TIMEOUT_S", "EngineProcess"]
 
 #: Seconds between SIGTERM and SIGKILL when the engine is stopped.
 STOP_TIMEOUT_S: Final = 5.0
-
-
-def exec_argv(argv: Sequence[str]) -> tuple[str, ...]:
-    """``argv`` run through the supervisor's ``engine_exec`` on behalf of this process."""
-    wrapper = (sys.executable, "-m", "switchboard.supervisor.engine_exec", str(os.getpid()))
-    return (*wrapper, "--", *argv)
 
 
 class EngineProcess:
@@ -50,9 +46,10 @@ class EngineProcess:
         """Start the command (again, after :meth:`kill`); OSError if it cannot run."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 -- closed in stop()/kill()
         self._process = subprocess.Popen(
-            exec_argv(self.argv),
+            exec_argv(os.getpid(), self.argv),
             cwd=self.cwd,
-            env={**os.environ, **self.env},
+            # As the supervisor's children get it: no SWITCHBOARD_* setting, unbuffered.
+            env={**child_environment(os.environ), **self.env},
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -63,8 +63,12 @@ def _pause_once(session: Session, mode: PauseMode, base: Baseline) -> Finding | 
     at_pause = session.runs([rid])[0]
     session.harness.pump(QUIET_S)
     paused = session.runs([rid])[0]
-    if at_pause.finished and not problems:
-        session.command(None)  # the pause held nothing: undo it before trying again
+    # Finished before the engine applied the pause (its own clock says so, when it
+    # stamps): the pause held nothing, so undo it and try a longer request. A finish
+    # framed after the ACK is an engine that kept stepping, judged below.
+    before_ack = not acked_ns or 0 < at_pause.finish_sent_ns <= acked_ns
+    if at_pause.finished and not problems and before_ack:
+        session.command(None)
         return None
     # Rows the engine framed after its ACK (its own clock: exact, however late they
     # arrive); without stamps, rows that arrived after the ACK's grace.

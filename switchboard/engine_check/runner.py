@@ -40,6 +40,7 @@ from switchboard.engine_check.harness import Harness, Undecodable
 from switchboard.engine_check.pause_checks import check_pauses
 from switchboard.engine_check.session import Session
 from switchboard.supervisor.engine_command import (
+    VOCAB_FILE,
     EnginePlaces,
     engine_argv,
     engine_environment,
@@ -47,10 +48,8 @@ from switchboard.supervisor.engine_command import (
 from switchboard.text import TextCodec
 from switchboard.text.vocab_file import write_vocab_file
 
-__all__ = ["CHECKS", "VOCAB_FILE", "check_engine_command", "check_engine_on_run_dir", "run_checks"]
+__all__ = ["CHECKS", "check_engine_command", "check_engine_on_run_dir", "run_checks"]
 
-#: The vocabulary file's name in the run dir.
-VOCAB_FILE: Final = "vocab.msgpack"
 #: The return address engine-check puts in every request, as a worker's.
 _WORKER: Final = "worker-engine-check"
 

@@ -63,6 +63,8 @@ class ChildSpec:
 
 #: Lines of a command child's output kept for the message when it exits.
 TAIL_LINES = 20
+#: The longest piece of a command child's output passed on as one line.
+LINE_BYTES = 65536
 
 
 def describe_exit(returncode: int) -> str:
@@ -128,22 +130,26 @@ class Child:
         self.restart_at = None
         if command:
             assert self.popen.stdout is not None
-            self._tail.clear()
+            # A fresh tail per process: a reader of an earlier one (its output still held
+            # open by a leftover) must not write into this one's.
+            self._tail = collections.deque(maxlen=TAIL_LINES)
             self._reader = threading.Thread(
                 target=self._relay,
-                args=(self.popen.stdout, f"{self.name}[{self.popen.pid}]: ".encode()),
+                args=(self.popen.stdout, f"{self.name}[{self.popen.pid}]: ".encode(), self._tail),
                 name=f"{self.name}-output",
                 daemon=True,
             )
             self._reader.start()
         return self.popen.pid
 
-    def _relay(self, stream: IO[bytes], prefix: bytes) -> None:
-        """Copy a command child's output to our stderr line by line, keeping the tail."""
+    @staticmethod
+    def _relay(stream: IO[bytes], prefix: bytes, tail: collections.deque[str]) -> None:
+        """Copy a command child's output to our stderr line by line, keeping the tail;
+        a line longer than :data:`LINE_BYTES` is passed on in pieces of that size."""
         with stream:
-            for line in iter(stream.readline, b""):
+            for line in iter(lambda: stream.readline(LINE_BYTES), b""):
                 text = line.rstrip(b"\n")
-                self._tail.append(text.decode("utf-8", errors="replace"))
+                tail.append(text.decode("utf-8", errors="replace"))
                 with contextlib.suppress(OSError):
                     os.write(sys.stderr.fileno(), prefix + text + b"\n")
 
@@ -154,12 +160,13 @@ class Child:
             self._reader.join(wait_s)
         return list(self._tail)
 
-    def exit_context(self) -> str:
-        """For a command child: its command line and last output lines, to follow a
-        message about its exit; "" for every other child."""
+    def exit_context(self, wait_s: float = 1.0) -> str:
+        """For a command child: its command line and last output lines (waiting up to
+        ``wait_s`` for its output to end), to follow a message about it; "" for every
+        other child."""
         if self.spec.command is None:
             return ""
-        lines = self.last_lines()
+        lines = self.last_lines(wait_s)
         shown = "".join(f"\n    {line}" for line in lines) if lines else " (none)"
         return f"; command: {self.spec.command}; its last output lines:{shown}"
 

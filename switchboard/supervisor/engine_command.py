@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "command_words",
     "engine_argv",
     "engine_environment",
+    "exec_argv",
 ]
 
 #: Placeholder -> what it stands for (the docs' table is generated from this).
@@ -129,6 +131,14 @@ def engine_argv(command: str, places: EnginePlaces) -> tuple[str, ...]:
     """The argv of ``command`` with every placeholder replaced."""
     values = places.values()
     return tuple(_substitute(word, values) for word in command_words(command))
+
+
+def exec_argv(parent_pid: int, argv: tuple[str, ...]) -> tuple[str, ...]:
+    """``argv`` run through :mod:`switchboard.supervisor.engine_exec` for ``parent_pid``
+    (it dies with that process). ``-P``: the engine's working directory is not on the
+    wrapper's import path, so no file there can stand in for a module it imports."""
+    wrapper = (sys.executable, "-P", "-m", "switchboard.supervisor.engine_exec")
+    return (*wrapper, str(parent_pid), "--", *argv)
 
 
 def engine_environment(places: EnginePlaces, key: str | None) -> dict[str, str]:

@@ -161,6 +161,10 @@ class EngineSettings(BaseSettings):
                 raise ValueError(
                     f'must be a JSON object such as {{"NAME": "value"}}: {exc}'
                 ) from exc
+        if isinstance(value, dict):
+            for name, text in value.items():
+                if not isinstance(text, str):
+                    raise ValueError(f"{name}: the value must be a string, not {text!r}")
         return value
 
     @field_validator("engine_env")
@@ -176,7 +180,8 @@ class EngineSettings(BaseSettings):
     @model_validator(mode="after")
     def _one_engine(self) -> Self:
         defaults = type(self).model_fields
-        if self.engine_command is not None and self.engine == "sim":
+        implied = "engine" not in self.model_fields_set
+        if self.engine_command is not None and self.engine == "sim" and implied:
             self.engine = "command"
         if self.engine == "command":
             return self._command_engine()

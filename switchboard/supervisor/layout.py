@@ -27,6 +27,7 @@ from switchboard.supervisor.engine_command import (
     EnginePlaces,
     engine_argv,
     engine_environment,
+    exec_argv,
 )
 from switchboard.supervisor.engine_settings import (
     engine_flags,
@@ -130,11 +131,10 @@ def _engine_spec(
         vocab_file=run_dir / VOCAB_FILE,
         parent_pid=parent_pid,
     )
-    exec_engine = (sys.executable, "-m", "switchboard.supervisor.engine_exec", str(parent_pid))
     return ChildSpec(
         name="engine",
         role="engine",
-        argv=(*exec_engine, "--", *engine_argv(settings.engine_command, places)),
+        argv=exec_argv(parent_pid, engine_argv(settings.engine_command, places)),
         ready=ReadyCheck("engine"),
         socket_files=socket_files,
         state_files=(places.vocab_file,),

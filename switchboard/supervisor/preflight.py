@@ -149,6 +149,8 @@ def check_engine_command(
     if cwd is not None and not cwd.is_dir():
         raise SettingsError(f"engine_cwd {cwd}: not a directory")
     program = command_words(command)[0]
+    if "{" in program or "}" in program:
+        return  # it names a place of the stack ({run_dir}/engine): known only at start
     if "/" in program:
         path = (cwd or Path.cwd()) / program
         if not (path.is_file() and os.access(path, os.X_OK)):

@@ -168,11 +168,8 @@ def _unready_context(child: Child) -> str:
     """Why a command engine may not be ready, and what it wrote."""
     if child.spec.command is None:
         return ""
-    lines = child.last_lines(wait_s=0.0)
-    shown = "".join(f"\n    {line}" for line in lines) if lines else " (none)"
     return (
-        f"; the engine command is running but the router has no LOAD snapshot from it with "
-        f"the stack key (docs/engine.md: an engine publishes its load at start, its "
-        f"secret the key in SWITCHBOARD_STACK_KEY); command: {child.spec.command}; its "
-        f"last output lines:{shown}"
+        "; the engine command is running but the router has no LOAD snapshot from it with "
+        "the stack key (docs/engine.md: an engine publishes its load at start, its "
+        "secret the key in SWITCHBOARD_STACK_KEY)" + child.exit_context(wait_s=0.0)
     )

@@ -113,9 +113,10 @@ def stop_children(children: Sequence[Child], timeout_s: float, hurry: Callable[[
         )
         child.send(signal.SIGKILL)
     _wait_exit(stubborn, time.monotonic() + _KILL_WAIT_S, lambda: False)
+    for child in children:
+        child.sweep()  # also of one that exited before the stop: its leftovers
     for child in running:
         code = child.poll()
-        child.sweep()
         if code is None:
             log.error("%s (pid %s) did not exit even after SIGKILL", child.name, child.pid)
         elif code == 0:

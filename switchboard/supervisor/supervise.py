@@ -247,7 +247,7 @@ class Supervisor:
             describe_exit(code),
             uptime,
             delay,
-            child.exit_context(),
+            child.exit_context(wait_s=0.2),
         )
 
     def _stop_all(self) -> None:

@@ -63,11 +63,21 @@ def test_stop_strings_in_the_requests_order_in_the_tail() -> None:
     def decode(ids: list[int]) -> str:
         return "".join(text[i] for i in ids)
 
-    both = finish_reason([1, 2, 3], max_new_tokens=9, stop=("bc", "ab"), decode=decode)
-    assert both == {"type": "stop", "matched": "bc"}
-    window = [3] * (1 + STOP_TAIL_SLACK)
-    outside = finish_reason([1, 2, *window], max_new_tokens=99, stop=("a",), decode=decode)
-    assert outside is None  # "a" is older than the tail: it would have ended the request then
+    # Both strings end at the new token: the request's order decides.
+    for stop in (("c", "bc"), ("bc", "c")):
+        ended = finish_reason([1, 2, 3], max_new_tokens=9, stop=stop, decode=decode)
+        assert ended == {"type": "stop", "matched": stop[0]}
+    # The tail is len("ab") + STOP_TAIL_SLACK ids: a string whose start lies further
+    # back (behind ids of no text, skipped special tokens) is not seen.
+    blank = {**text, 9: ""}
+
+    def spaced(ids: list[int]) -> str:
+        return "".join(blank[i] for i in ids)
+
+    near = [1, *[9] * (1 + STOP_TAIL_SLACK - 1), 2]
+    far = [1, *[9] * (2 + STOP_TAIL_SLACK), 2]
+    assert finish_reason(near, max_new_tokens=99, stop=("ab",), decode=spaced) is not None
+    assert finish_reason(far, max_new_tokens=99, stop=("ab",), decode=spaced) is None
 
 
 def test_a_stop_string_passed_over_before_min_new_tokens_does_not_match_later() -> None:

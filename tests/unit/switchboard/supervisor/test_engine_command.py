@@ -134,7 +134,7 @@ class TestLayout:
             s for s in stack_layout(settings, tmp_path, 4242, key="K") if s.name == "engine"
         )
         assert spec.argv == (
-            sys.executable, "-m", "switchboard.supervisor.engine_exec", "4242", "--",
+            sys.executable, "-P", "-m", "switchboard.supervisor.engine_exec", "4242", "--",
             "node", "e.js", f"ipc://{tmp_path}/engine",
         )  # fmt: skip
         assert spec.cwd == Path("/srv")
@@ -179,3 +179,20 @@ class TestEngineExec:
             check=False,
         )
         assert done.returncode == 1 and "supervisor 1 is gone" in done.stderr
+
+
+class TestSecondRead:
+    def test_an_explicit_sim_with_a_command_is_refused(self) -> None:
+        with pytest.raises(SettingsError, match="engine_command: not for engine sim"):
+            load_settings({"engine": "sim", "engine_command": "e"})
+
+    def test_an_environment_value_must_be_text(self) -> None:
+        with pytest.raises(SettingsError, match="A: the value must be a string, not 1"):
+            load_settings({"engine_command": "e", "engine_env": '{"A": 1}'})
+
+    def test_a_program_under_a_placeholder_is_checked_at_start(self) -> None:
+        from switchboard.supervisor.preflight import check_engine_command
+
+        check_engine_command("{run_dir}/my-engine --x", None, {})  # no refusal
+        with pytest.raises(SettingsError, match="not an executable file"):
+            check_engine_command("./no/such/engine", None, {})
