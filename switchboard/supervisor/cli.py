@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         configure_logging(settings.log_level_number())
         # The readiness probes poll /health; one log line per probe is noise.
         logging.getLogger("httpx").setLevel(max(logging.WARNING, settings.log_level_number()))
-        preflight(settings)
+        tokenizer = preflight(settings)
         run_dir = RunDirectory(settings.run_dir)
         run_dir.open()
     except SettingsError as exc:
@@ -121,4 +121,4 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"switchboard up: cannot create the run dir: {exc}", file=sys.stderr)
         return 2
-    return Supervisor(settings, run_dir).run()
+    return Supervisor(settings, run_dir, tokenizer=tokenizer).run()

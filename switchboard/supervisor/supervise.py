@@ -38,7 +38,7 @@ from switchboard.supervisor.readiness import (
 from switchboard.supervisor.rundir import RunDirectory
 from switchboard.supervisor.settings import StackSettings
 from switchboard.supervisor.shutdown import drain_workers, stop_children
-from switchboard.text import TokenizerLoadError, load_tokenizer
+from switchboard.text import TextCodec, TokenizerLoadError, load_tokenizer
 from switchboard.text.vocab_file import write_vocab_file
 
 __all__ = ["Supervisor"]
@@ -71,10 +71,16 @@ class Supervisor:
     """
 
     def __init__(
-        self, settings: StackSettings, run_dir: RunDirectory, out: TextIO = sys.stdout
+        self,
+        settings: StackSettings,
+        run_dir: RunDirectory,
+        out: TextIO = sys.stdout,
+        tokenizer: TextCodec | None = None,
     ) -> None:
         self.settings = settings
         self.run_dir = run_dir
+        #: The workers' tokenizer as preflight loaded it (None: loaded when needed).
+        self.tokenizer = tokenizer
         self.out = out
         self.children: list[Child] = []
         self._stop = threading.Event()
@@ -143,7 +149,8 @@ class Supervisor:
         False, logged, when it cannot be."""
         path = self.run_dir.path / VOCAB_FILE
         try:
-            write_vocab_file(load_tokenizer(served_tokenizer(self.settings)), path)
+            codec = self.tokenizer or load_tokenizer(served_tokenizer(self.settings))
+            write_vocab_file(codec, path)
         except (TokenizerLoadError, OSError) as exc:
             log.error("cannot write the vocabulary file %s: %s", path, exc)
             return False
