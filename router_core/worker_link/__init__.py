@@ -2,8 +2,9 @@
 
 :class:`WorkerLink` registers and heartbeats, obeys pause and drain, sends requests and
 hands each request's output rows to its :class:`ResponseStream`; it knows no HTTP.
-Inside it: ``sockets`` (the three sockets and the one send path), ``dispatch`` (what each
-inbound message does), ``session`` (pure protocol state), ``timer`` (registration and
+Inside it: ``sockets`` (the three sockets and the one send path), ``dispatch`` (the pure
+core: what each inbound message does, as ``effects``), ``shell`` (the time in, the
+effects carried out), ``session`` (pure protocol state), ``timer`` (registration and
 heartbeats).
 
 The socket-bound names (``WorkerLink``, ``WorkerLinkSettings``) are imported on first use

@@ -6,9 +6,12 @@ snapshots, output rows), and connects two PUSHes to the tokenizer router: ``requ
 (generate, embed, abort) and ``workers`` (registration, heartbeats, acknowledgements,
 deregistration). :class:`WorkerLink` runs on the caller's asyncio loop and puts together
 ``LinkSockets`` (the sockets, the inbox reader, the one send-and-count path),
-``InboundDispatch`` (what each inbound message does), ``WorkerSession`` (pure protocol
-state) and ``RegistrationTimer`` (registers until accepted, then heartbeats at the
-interval the router names, and at once on every change of state).
+``InboundDispatch`` (the pure core: each inbound message and the time it was read in,
+effects out), ``WorkerSession`` (pure protocol state) and ``RegistrationTimer``
+(registers until accepted, then heartbeats at the interval the router names, and at once
+on every change of state). The link is the shell: it stamps each message with the time,
+calls the core and carries out the effects it returns, in order
+(:class:`~router_core.worker_link.shell.InboundShell`).
 
 Serving a request::
 
@@ -57,11 +60,13 @@ from router_core.worker_link.dispatch import (
     OutputsObserver,
     worker_frame_count,
 )
+from router_core.worker_link.effects import Send
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
 from router_core.worker_link.idle import watch_idle
 from router_core.worker_link.outcomes import ABORT_DROPPED, CONTROL_DROPPED, Count
 from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.settings import WorkerLinkSettings
+from router_core.worker_link.shell import InboundShell
 from router_core.worker_link.sockets import LinkSockets
 from router_core.worker_link.streams import ResponseStream
 from router_core.worker_link.timer import RegistrationTimer, wait_event
@@ -93,17 +98,15 @@ class WorkerLink:
         self._timer = RegistrationTimer(
             self.session, self._send_control, register_retry_s=settings.register_retry_s
         )
-        self._dispatch = InboundDispatch(
-            self.session,
-            self._streams,
+        self._inbound = InboundShell(
+            InboundDispatch(self.session, self._streams, self.counters),
             self.counters,
-            send_control=self._send_control,
+            send=self._send,
             on_change=self._on_session_change,
             on_outputs=on_outputs,
-            on_router_restart=self._resend_unanswered,
         )
         self._sockets = LinkSockets(
-            settings, self.counters, self._dispatch.on_message, worker_frame_count
+            settings, self.counters, self._inbound.on_message, worker_frame_count
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -318,26 +321,15 @@ class WorkerLink:
         )
         self._sockets.send("requests", frames, sent=("aborts_sent", reason), unsent=ABORT_DROPPED)
 
-    # ------------------------------------------------------------------ faults
-
-    def _resend_unanswered(self) -> None:
-        """The router restarted: send again every request no row has answered yet (it
-        may have died in the old router; the engine link drops a copy it has)."""
-        for stream in list(self._streams.values()):
-            if stream.sent is None or stream.finished:
-                continue
-            self._sockets.send(
-                "requests",
-                stream.sent,
-                sent=("resent_requests", "router_restarted"),
-                unsent=("resend_failed", "router_restarted"),
-            )
-
     # ------------------------------------------------------------------ wiring
 
     def _send_control(self, frames: Frames, unsent: Count = CONTROL_DROPPED) -> bool:
         """Send a control message to the router without blocking (see LinkSockets.send)."""
         return self._sockets.send("control", frames, unsent=unsent)
+
+    def _send(self, send: Send) -> None:
+        """Carry out a send the inbound core asked for."""
+        self._sockets.send(send.channel, send.frames, sent=send.sent, unsent=send.unsent)
 
     def _on_session_change(self) -> None:
         """After a reply, broadcast or drain: admission may open, the state may differ."""

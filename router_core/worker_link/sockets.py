@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Final, Literal
+from typing import Final
 
 import zmq
 
@@ -27,15 +27,13 @@ from router_core.transport import (
     send_frames,
 )
 from router_core.wire.codec import Frames
+from router_core.worker_link.effects import Channel
 from router_core.worker_link.outcomes import Count
 from router_core.worker_link.settings import WorkerLinkSettings
 
 __all__ = ["Channel", "LinkSockets"]
 
 logger = logging.getLogger(__name__)
-
-#: Which PUSH to the router a message leaves by.
-Channel = Literal["requests", "control"]
 
 #: Lingers, so the aborts sent while closing and the deregistration still leave.
 REQUESTS_LINGER_MS: Final = 500

@@ -129,12 +129,13 @@ class ResponseStream:
         self._rows: deque[OutputRow] = deque()
         self._wakeup: asyncio.Event = asyncio.Event()
 
-    def put(self, row: OutputRow) -> bool:
+    def put(self, row: OutputRow, at: float | None = None) -> bool:
         """Queue ``row`` (or, when it does not follow, the abort row ending the stream);
-        False if the stream had already finished (the row is dropped)."""
+        False if the stream had already finished (the row is dropped). ``at`` is the
+        time of arrival (monotonic seconds; None: now), the idle clock's new start."""
         if self.finished:
             return False
-        self.updated_at = time.monotonic()
+        self.updated_at = time.monotonic() if at is None else at
         self.rows += 1
         self.sent = None  # answered: a re-send is no longer needed
         if type(row) is BatchTokenIDOutput:
@@ -189,10 +190,12 @@ class ResponseStream:
             completion_tokens=[self._tokens],
         )
 
-    def close(self, reason: dict[str, Any]) -> None:
-        """End the stream from this side (the link is closing): a synthetic finishing row."""
+    def close(self, reason: dict[str, Any], at: float | None = None) -> None:
+        """End the stream from this side (the link is closing, or its request was lost):
+        a synthetic finishing row, put at ``at`` (see :meth:`put`)."""
         if not self.finished:
-            self.put(BatchStrOutput(rids=[self.rid], finished_reasons=[reason], output_strs=[""]))
+            row = BatchStrOutput(rids=[self.rid], finished_reasons=[reason], output_strs=[""])
+            self.put(row, at)
 
     async def next_row(self) -> OutputRow:
         """The next row, waiting for it if none is queued."""

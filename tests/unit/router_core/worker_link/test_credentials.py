@@ -20,6 +20,7 @@ from router_core.wire.control import (
 )
 from router_core.worker_link import WorkerIdentity, WorkerSession
 from router_core.worker_link.dispatch import InboundDispatch
+from router_core.worker_link.effects import Instant
 
 ADDRESS = "ipc:///tmp/sb-unit/worker-w0"
 KEY = "k" * 64
@@ -112,15 +113,13 @@ class TestBadKeyRefusal:
         """Refused every retry: one error line naming the fix, until accepted again."""
         session = make_session(None)
         counters = Counters()
-        dispatch = InboundDispatch(
-            session, {}, counters, send_control=lambda frames: None, on_change=lambda: None
-        )
+        dispatch = InboundDispatch(session, {}, counters)
         refusal = frame_message(
             Kind.REGISTER_REPLY, RegistrationReply(worker_id="w0", accepted=False, reason="bad_key")
         )
         with caplog.at_level(logging.ERROR, "router_core.worker_link.dispatch"):
             for _ in range(3):
-                dispatch.on_message(decode_header(refusal[0]), list(refusal))
+                dispatch.on_message(decode_header(refusal[0]), list(refusal), Instant(0.0, 0.0))
         (line,) = [record.getMessage() for record in caplog.records]
         assert "'bad_key'" in line and "--key-file" in line
         assert counters.get("registration_replies", "refused") == 3
