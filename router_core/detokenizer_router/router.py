@@ -1,9 +1,13 @@
-"""The detokenizer router: engine outputs -> N detokenizers, sticky per worker.
+"""The detokenizer router's shell: sockets, the poll loop and time around its core.
 
-Batches are split per destination detokenizer, one message each (rows grouped, never
-decoded); freeze-GC and idle batches go to every detokenizer. With a state file, the
-worker assignment is saved as it grows and restored by a restart
-(:mod:`~router_core.detokenizer_router.assignment_file`).
+Engine outputs -> N detokenizers, sticky per worker. What goes where is decided by
+:class:`~router_core.detokenizer_router.core.DetokenizerRouterCore` (batches split per
+destination detokenizer, rows grouped, never decoded; freeze-GC and idle to every
+detokenizer): each inbound message is validated, handed with the time to the core, and
+the effects it returns are carried out here, in order, inside one route span when the
+batch is traced: sends (counted once sent), saving the worker assignment as it grows
+(restored by a restart, :mod:`~router_core.detokenizer_router.assignment_file`), and
+the incarnation beacon.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -18,27 +23,26 @@ import zmq
 
 from router_core import tracing
 from router_core.beacon import IncarnationBeacon
-from router_core.control.commands import DETOK_METRICS, DETOK_STATUS, Command, NoArgs, ReplyTo
+from router_core.control.command_args import NoArgs
+from router_core.control.commands import DETOK_METRICS, DETOK_STATUS
 from router_core.control.guard import OPEN_CONTROL, ControlGuard
 from router_core.control.replies import DetokenizerRouterStatus, RouterMetrics
 from router_core.control.server import ControlServer
-from router_core.counters import Counters
+from router_core.control.table import Command, ReplyTo
 from router_core.destinations import Destination
 from router_core.detokenizer_router.assignment_file import AssignmentFile
-from router_core.detokenizer_router.picker import DetokenizerPicker
+from router_core.detokenizer_router.core import DetokenizerRouterCore
+from router_core.detokenizer_router.effects import Beacon, Effect, Instant, SaveAssignment, Send
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.inbound import drain
 from router_core.loop import LoopResources, PollLoop
-from router_core.traffic import DETOKENIZE, TrafficStats, fabric_metrics
+from router_core.traffic import DETOKENIZE, fabric_metrics
 from router_core.transport import FrameLike
-from router_core.wire import BATCH_KINDS, Header, Kind
-from router_core.wire.regroup import regroup
+from router_core.wire import Header
 
 __all__ = ["COMMANDS", "DetokenizerRouter"]
 
 logger = logging.getLogger(__name__)
-
-_BROADCAST_KINDS: Final = frozenset({Kind.FREEZE_GC, Kind.IDLE})
 
 #: The span of routing one batch (role-based name, see docs/observability.md).
 ROUTE_SPAN: Final = "detokenizer-router route_batch"
@@ -63,10 +67,6 @@ class DetokenizerRouter:
         self._control_guard = control_guard or ControlGuard(
             key=settings.key, role="detokenizer_router"
         )
-        self.counters = Counters()
-        #: Traffic on route ``detokenize`` is keyed by the rows' owner *address*: this
-        #: router has no registry; the admin app maps addresses to worker ids.
-        self.traffic = TrafficStats()
         count = len(settings.endpoints.detokenizers)
         self._state_file = (
             None
@@ -74,13 +74,28 @@ class DetokenizerRouter:
             else AssignmentFile(Path(settings.state_file), count)
         )
         restored = {} if self._state_file is None else self._state_file.load()
-        self.picker = DetokenizerPicker(count, settings.sticky_key, restored)
+        self.core = DetokenizerRouterCore(
+            count,
+            settings.sticky_key,
+            assigned=restored,
+            # This incarnation, told to the tokenizer router each second (when it has one).
+            beacon=None
+            if settings.router_workers is None
+            else IncarnationBeacon("detokenizer-router", key=settings.key),
+        )
+        #: The core's state, read by ``status`` and ``metrics``.
+        self.counters = self.core.counters
+        self.traffic = self.core.traffic
+        self.picker = self.core.picker
         self.started_at = time.monotonic()
         self._loop = PollLoop()
         self._targets: list[Destination] = []
-        #: This incarnation, told to the tokenizer router each second (when it has one).
-        self._beacon = IncarnationBeacon("detokenizer-router", key=settings.key)
         self._beacon_to: Destination | None = None
+        self._appliers: Mapping[type[Any], Callable[[Any], None]] = {
+            Send: self._send,
+            SaveAssignment: self._save_assignment,
+            Beacon: self._send_beacon,
+        }
 
     def request_stop(self) -> None:
         """Stop after the current iteration; safe from signal handlers."""
@@ -111,53 +126,50 @@ class DetokenizerRouter:
             self._loop.run(resources.backlogged, self._tick)
 
     def _tick(self, now: float) -> float | None:
-        """Say this incarnation to the tokenizer router when due."""
-        if self._beacon_to is None:
-            return None
-        beacon = self._beacon.due(now)
-        if beacon is not None and not self._beacon_to.backlog and self._beacon_to.send(beacon):
-            self.counters.add("beacons", "sent")
-        return self._beacon.next_due()
+        """Run the core's timers (the beacon) when due."""
+        # Every loop iteration: only a timer that is due costs more than a comparison.
+        due = self.core.next_due()
+        if due is None or now < due:
+            return due
+        effects, due = self.core.tick(Instant(now, time.time()))
+        self._apply(effects)
+        return due
 
     def _route(self, header: Header, frames: list[FrameLike]) -> None:
-        kind = header.kind
-        if kind in _BROADCAST_KINDS:
-            for target in self._targets:
-                target.send(frames)
-            self.counters.add("broadcast", kind.name.lower())
-            return
-        if kind not in BATCH_KINDS:
-            self.counters.add("rejected", "unexpected_kind")
-            return
-        self.traffic.observe_hop(DETOKENIZE, header.sent_ns)
-        self.traffic.split_rows.observe(DETOKENIZE, len(header.rids))
+        """One validated message: to the core with the time, its effects carried out
+        inside one route span when the batch is traced."""
         with tracing.batch_span_if_traced(ROUTE_SPAN, header.row_traces):
-            self._route_batch(header, frames)
-        if self.picker.changed:
-            self._save_assignment()
+            self._apply(self.core.on_message(header, frames, _now()))
 
-    def _save_assignment(self) -> None:
+    # ------------------------------------------------------------------ effects
+
+    def _apply(self, effects: Sequence[Effect]) -> None:
+        appliers = self._appliers
+        for effect in effects:
+            appliers[type(effect)](effect)
+
+    def _send(self, send: Send) -> None:
+        if not self._targets[send.to].send(send.frames):
+            return
+        if send.counter is not None:
+            self.counters.add(*send.counter)
+        for owner, nbytes in send.traffic:
+            self.traffic.add(DETOKENIZE, owner, 1, nbytes)
+
+    def _save_assignment(self, save: SaveAssignment) -> None:
         """Save a grown assignment; a failure is logged and counted, routing goes on."""
-        if not self.picker.take_changed() or self._state_file is None:
+        if self._state_file is None:
             return
         try:
-            self._state_file.save(self.picker.assignments())
+            self._state_file.save(dict(save.assigned))
         except OSError as exc:
             logger.error("detokenizer router state file not saved: %s", exc)
             self.counters.add("state_file_errors", "save")
 
-    def _route_batch(self, header: Header, frames: list[FrameLike]) -> None:
-        """One message per detokenizer, counted per owning worker's address."""
-        for index, rows in self.picker.group(header.rids, header.reply_to).items():
-            if not self._targets[index].send(regroup(header, frames, rows)):
-                continue
-            self.counters.add("routed_rows", f"detokenizer-{index}", len(rows))
-            sizes: dict[str, int] = {}
-            for row in rows:
-                owner = header.reply_to[row]
-                sizes[owner] = sizes.get(owner, 0) + len(frames[row + 1])
-            for owner, nbytes in sizes.items():
-                self.traffic.add(DETOKENIZE, owner, 1, nbytes)
+    def _send_beacon(self, beacon: Beacon) -> None:
+        to = self._beacon_to
+        if to is not None and not to.backlog and to.send(beacon.frames):
+            self.counters.add("beacons", "sent")
 
     def metrics(self) -> RouterMetrics:
         """Traffic (keyed by owner address), drops, rejects and histograms, for ``metrics``."""
@@ -176,7 +188,7 @@ class DetokenizerRouter:
             uptime_s=round(time.monotonic() - self.started_at, 3),
             detokenizers=len(self._targets),
             sticky_key=self.picker.key,
-            workers_per_detokenizer=_workers_per_detokenizer(self.picker),
+            workers_per_detokenizer=self.core.workers_per_detokenizer(),
             counters=self.counters.snapshot(),
             backlogs={t.endpoint: len(t.backlog) for t in self._targets},
         )
@@ -196,11 +208,5 @@ COMMANDS: Final[dict[str, Command[DetokenizerRouter]]] = {
 }
 
 
-def _workers_per_detokenizer(picker: DetokenizerPicker) -> list[int] | None:
-    """How many workers each detokenizer serves (None when not sticky per worker)."""
-    if picker.key != "worker":
-        return None
-    counts = [0] * picker.count
-    for index in picker.assignments().values():
-        counts[index] += 1
-    return counts
+def _now() -> Instant:
+    return Instant(time.monotonic(), time.time())
