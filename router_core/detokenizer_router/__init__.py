@@ -1,7 +1,9 @@
 """The detokenizer router process: engine outputs to N detokenizers, sticky per worker.
 
+``core`` decides (decoded messages and the time in, ``effects`` out, with the
+``picker``); ``router`` is the shell that owns the sockets and carries the effects out.
 The socket-bound names (``DetokenizerRouter``, ``DetokenizerRouterSettings``) are
-imported on first use (PEP 562), so importing the pure picker loads no zmq.
+imported on first use (PEP 562), so importing the pure core or picker loads no zmq.
 """
 
 from __future__ import annotations
