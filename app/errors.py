@@ -62,6 +62,8 @@ _CONTROL: dict[ControlCode, tuple[int, ErrorCode]] = {
     ControlCode.NOT_FOUND: (404, "not_found"),
     ControlCode.CONFLICT: (409, "conflict"),
     ControlCode.BAD_ARGUMENTS: (400, "bad_request"),
+    ControlCode.ENGINE_FAILED: (502, "engine_failed"),
+    ControlCode.ENGINE_TIMEOUT: (504, "timeout"),
 }
 
 
@@ -93,10 +95,14 @@ ERROR_RESPONSES: dict[int, str] = {
     401: "unauthorized: no token, or a token nobody has",
     403: "forbidden: a viewer token on an operator's endpoint",
     404: "not_found: no such worker",
-    409: "conflict: the command does not apply in the worker's current state",
+    409: "conflict: the command does not apply in the current state (the worker's, or "
+    "the engine's: requests running)",
     413: "body_too_large: the body is over max_body_bytes",
+    502: "engine_failed: the engine tried the command and failed, or does not know it "
+    "(the message says which, and why)",
     503: "router_unavailable: the router does not answer; too_many_streams: every "
     "/api/events stream the app serves is open",
+    504: "timeout: the engine did not answer the command in time",
 }
 
 

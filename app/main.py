@@ -170,11 +170,10 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
     modules = (
         routers.workers,
         routers.worker_stats,
+        routers.history,
         routers.status,
-        routers.pause,
-        routers.abort,
+        routers.operations,
         routers.load,
-        routers.gc,
         routers.events,
         routers.audit,
         routers.health,

@@ -5,22 +5,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.catalogue import DEFAULT_BARRIER_TIMEOUT_S, DEFAULT_PAUSE_MODE
-from router_core.limits import MAX_BARRIER_TIMEOUT_S, MAX_RID_CHARS
+from router_core.wire.control import PauseMode
 
 __all__ = [
-    "AbortRequest",
     "AbortResult",
     "ApiError",
     "CommandArgument",
     "CommandConsole",
     "CommandInfo",
     "CommandList",
-    "ContinueRequest",
     "EngineInfo",
     "ErrorBody",
     "ErrorCode",
@@ -34,11 +31,8 @@ __all__ = [
     "OperationTimedOut",
     "PauseEvent",
     "PauseMode",
-    "PauseRequest",
     "Readiness",
     "RouterInfo",
-    "SglangContinueRequest",
-    "SglangPauseRequest",
     "Snapshot",
     "Status",
     "Versions",
@@ -52,8 +46,6 @@ __all__ = [
 WorkerState = Literal[
     "starting", "serving", "paused", "draining", "drained", "unresponsive", "dead"
 ]
-#: :data:`app.catalogue.PAUSE_MODES` as a type.
-PauseMode = Literal["abort", "retract", "in_place"]
 ErrorCode = Literal[
     "unauthorized",
     "forbidden",
@@ -62,22 +54,10 @@ ErrorCode = Literal[
     "bad_request",
     "method_not_allowed",
     "router_unavailable",
+    "engine_failed",
     "timeout",
     "too_many_streams",
     "body_too_large",
-]
-
-#: Seconds a barrier may wait, as the router allows (``0 < timeout_s <= 600``,
-#: :data:`~router_core.limits.MAX_BARRIER_TIMEOUT_S`). Strict:
-#: a JSON number only (``true`` or ``"1"`` would otherwise pass as 1 s); integers are fine.
-Timeout = Annotated[
-    float,
-    Field(
-        gt=0,
-        le=MAX_BARRIER_TIMEOUT_S,
-        strict=True,
-        description="seconds to wait for every acknowledgement",
-    ),
 ]
 
 
@@ -203,38 +183,6 @@ class Status(_Model):
     router: RouterInfo
 
 
-class PauseRequest(_Model):
-    """``POST /api/pause``."""
-
-    mode: PauseMode = DEFAULT_PAUSE_MODE
-    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
-
-
-class ContinueRequest(_Model):
-    """``POST /api/continue``."""
-
-    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
-
-
-class SglangPauseRequest(BaseModel):
-    """``POST /pause_generation`` (SGLang's body; other fields SGLang sends are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    mode: PauseMode = DEFAULT_PAUSE_MODE
-    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
-
-
-class AbortRequest(BaseModel):
-    """``POST /api/abort`` and ``POST /abort_request`` (SGLang's ``AbortReq``; its other
-    fields are ignored): ``rid``, or ``abort_all``."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    rid: str = Field(default="", max_length=MAX_RID_CHARS)
-    abort_all: bool = Field(default=False, strict=True)
-
-
 class AbortResult(_Model):
     """``POST /api/abort``: what was aborted, and for which workers the engine was told."""
 
@@ -244,15 +192,6 @@ class AbortResult(_Model):
         description="the registered workers the engine was told to abort it for: the "
         "router does not know which one owns a request id, so it tells the engine for each"
     )
-
-
-class SglangContinueRequest(BaseModel):
-    """``POST /continue_generation`` (SGLang's ``ContinueGenerationReqInput``, which
-    names no field of its own: what it sends is ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    timeout_s: Timeout = DEFAULT_BARRIER_TIMEOUT_S
 
 
 class FreezeGcResult(_Model):
@@ -316,6 +255,8 @@ class CommandArgument(_Model):
     default: str | bool | float | None = Field(
         description="what the API assumes when it is left out"
     )
+    type: Literal["str", "bool", "int", "float"] = Field(description="the value's JSON type")
+    required: bool = Field(description="whether it must be given")
 
 
 class CommandConsole(_Model):
@@ -325,6 +266,7 @@ class CommandConsole(_Model):
         description="with the pause controls, on each worker's row, or in the engine panel"
     )
     label: str
+    confirm: str = Field(description="the question asked before it acts (empty: none)")
     states: list[str] = Field(description="the worker states a worker's action applies in")
 
 
@@ -337,6 +279,10 @@ class CommandInfo(_Model):
     aliases: list[str] = Field(description="SGLang's names for the same path")
     role: Literal["viewer", "operator"] = Field(description="the role a token needs")
     audited: bool = Field(description="each call writes an audit line")
+    barrier: bool = Field(
+        description="it waits for every worker and the engine (504 with stragglers)"
+    )
+    engine: bool = Field(description="the engine carries it out (502 when it fails)")
     summary: str
     arguments: list[CommandArgument]
     cli: str | None = Field(description="its switchboard subcommand, if it has one")

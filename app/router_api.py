@@ -1,6 +1,8 @@
 """The admin app's one way to the router: an :class:`AsyncControlClient` behind typed calls.
 
-Each call is one command of :mod:`router_core.control.commands`; the client decodes its
+:meth:`RouterApi.call` runs any command of :mod:`router_core.control.commands` (the
+mutations' routes call it with the command and its struct); the reads the API composes
+(workers, status, load) have their own method. Each call the client decodes its
 reply as that command's struct (:mod:`router_core.control.replies`) and :mod:`app.views`
 turns the struct into the API's model. Every control failure, a reply of another shape
 included, is translated here, once, into an :class:`ApiException`
@@ -17,35 +19,12 @@ from typing import TypeVar
 import msgspec
 
 from app.errors import from_control_error
-from app.models import AbortResult, FreezeGcResult, Load, Operation, PauseMode, Status, Worker
+from app.models import Load, Status, Worker
 from app.task_groups import both
-from app.views import (
-    abort_of,
-    freeze_gc_of,
-    load_of,
-    operation_of,
-    status_of,
-    worker_of,
-    workers_of,
-)
+from app.views import load_of, status_of, worker_of, workers_of
 from router_core.control import AsyncControlClient, ControlCommand, ControlError
-from router_core.control.commands import (
-    ABORT,
-    CONTINUE,
-    DRAIN,
-    FREEZE_GC,
-    GET_WORKER,
-    LIST_WORKERS,
-    LOAD,
-    PAUSE,
-    STATUS,
-    UNDRAIN,
-    AbortArgs,
-    ContinueArgs,
-    ListWorkersArgs,
-    PauseArgs,
-    WorkerArgs,
-)
+from router_core.control.command_args import ListWorkersArgs, WorkerArgs
+from router_core.control.commands import GET_WORKER, LIST_WORKERS, LOAD, STATUS
 from router_core.control.replies import RouterStatus
 
 __all__ = ["RouterApi"]
@@ -95,26 +74,6 @@ class RouterApi:
         """The router's status with the engine's load."""
         status, load = await both(self.call(STATUS), self.call(LOAD))
         return status_of(status, load, self.admin_version)
-
-    async def pause(self, mode: PauseMode, timeout_s: float, *, by: str = "") -> Operation:
-        """A pause barrier: the operation, complete or not."""
-        args = PauseArgs(mode=mode, timeout_s=timeout_s)
-        return operation_of(await self.call(PAUSE, args, by=by))
-
-    async def resume(self, timeout_s: float, *, by: str = "") -> Operation:
-        """A continue barrier: the operation, complete or not."""
-        return operation_of(await self.call(CONTINUE, ContinueArgs(timeout_s=timeout_s), by=by))
-
-    async def drain(self, worker_id: str, *, drain: bool, by: str = "") -> Worker:
-        command = DRAIN if drain else UNDRAIN
-        return worker_of(await self.call(command, WorkerArgs(worker_id=worker_id), by=by))
-
-    async def abort(self, rid: str, *, abort_all: bool, by: str = "") -> AbortResult:
-        """Abort ``rid`` (or everything, with ``abort_all``) in the engine; 400 for neither."""
-        return abort_of(await self.call(ABORT, AbortArgs(rid=rid, abort_all=abort_all), by=by))
-
-    async def freeze_gc(self, *, by: str = "") -> FreezeGcResult:
-        return freeze_gc_of(await self.call(FREEZE_GC, by=by))
 
     async def answers(self, timeout_s: float) -> RouterStatus | None:
         """The router's status if it answers within ``timeout_s``, else None."""

@@ -184,6 +184,8 @@ def _command_info(entry: Command) -> CommandInfo:
         aliases=list(entry.aliases),
         role=entry.role,
         audited=entry.audited,
+        barrier=entry.barrier,
+        engine=entry.engine is not None,
         summary=entry.summary,
         arguments=[
             CommandArgument(
@@ -192,13 +194,20 @@ def _command_info(entry: Command) -> CommandInfo:
                 summary=argument.summary,
                 choices=list(argument.choices),
                 default=argument.default,
+                type=argument.type,
+                required=argument.required,
             )
             for argument in entry.arguments
         ],
         cli=entry.cli.name if entry.cli is not None else None,
         console=None
         if console is None
-        else CommandConsole(scope=console.scope, label=console.label, states=list(console.states)),
+        else CommandConsole(
+            scope=console.scope,
+            label=console.label,
+            confirm=console.confirm,
+            states=list(console.states),
+        ),
     )
 
 

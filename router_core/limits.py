@@ -9,6 +9,7 @@ from typing import Final
 
 __all__ = [
     "DEFAULT_BACKLOG",
+    "DEFAULT_BARRIER_TIMEOUT_S",
     "DEFAULT_HWM",
     "MAX_BARRIER_TIMEOUT_S",
     "MAX_FRAME_BYTES",
@@ -28,6 +29,8 @@ MAX_FRAME_BYTES: Final = 64 * 1024 * 1024
 #: seconds: the router's control socket, the admin API and the operator commands all
 #: accept ``0 < timeout_s <= MAX_BARRIER_TIMEOUT_S``.
 MAX_BARRIER_TIMEOUT_S: Final = 600.0
+#: Seconds a barrier waits for its acknowledgements when its caller names no timeout.
+DEFAULT_BARRIER_TIMEOUT_S: Final = 5.0
 #: The longest request id (``rid``) a worker accepts from a client, and so the longest an
 #: operator's abort may name.
 MAX_RID_CHARS: Final = 256

@@ -1,16 +1,15 @@
 """One router module per resource; :func:`app.main.create_app` includes them all."""
 
 from app.routers import (
-    abort,
     audit,
     commands,
     console,
     events,
-    gc,
     health,
+    history,
     load,
     metrics,
-    pause,
+    operations,
     status,
     whoami,
     worker_stats,
@@ -18,16 +17,15 @@ from app.routers import (
 )
 
 __all__ = [
-    "abort",
     "audit",
     "commands",
     "console",
     "events",
-    "gc",
     "health",
+    "history",
     "load",
     "metrics",
-    "pause",
+    "operations",
     "status",
     "whoami",
     "worker_stats",

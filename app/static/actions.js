@@ -15,16 +15,16 @@ const VIEWER_REFUSAL = "This token can view but not operate (viewer).";
 /** A barrier's answer may take its timeout and then some. */
 const BARRIER_GRACE_MS = 15000;
 
-/** How a finished barrier is announced, by command (others: "<label> done"). */
-const BARRIER_DONE = {
-  pause: (op, body) => `Paused (${op.mode ?? body.mode})`,
-  continue: () => "Continued",
-};
-/** What an engine action's answer says, by command (others: "done"). */
-const ENGINE_DONE = {
-  freeze_gc: (body) =>
-    `frozen in ${names(body.frozen) || "nothing"}; forwarded to ${names(body.forwarded_to) || "nobody"}`,
-};
+/** What an answer says, its top-level fields in order ("dropped tokens 12; flushed yes"). */
+function fieldsSaid(body) {
+  const said = Object.entries(body)
+    .filter(([, value]) => value === null || typeof value !== "object" || Array.isArray(value))
+    .map(([key, value]) => {
+      const shown = Array.isArray(value) ? names(value) || "none" : value === true ? "yes" : value === false ? "no" : `${value}`;
+      return `${key.replace(/_/g, " ")} ${shown}`;
+    });
+  return said.join("; ") || "done";
+}
 
 export function describeFailure(what, answer) {
   if (answer.status === 0) return `${what} failed: the admin app did not answer (${answer.message}).`;
@@ -153,7 +153,7 @@ export class Actions {
         const acked = names(op.acked) || "nobody";
         const took = Number.isFinite(op.elapsed_s) ? ` in ${duration(op.elapsed_s)}` : "";
         if (answer.status === 200 && op.complete) {
-          const done = BARRIER_DONE[command.name]?.(op, body) ?? `${command.console.label} done`;
+          const done = op.mode ? `${command.console.label} (${op.mode})` : command.console.label;
           showResult("ok", `${done}: acknowledged by ${acked}${took}.`, answer.status);
         } else {
           const stragglers = names(op.stragglers) || "unknown";
@@ -197,18 +197,23 @@ export class Actions {
     });
   }
 
-  /** An action on the whole engine (freeze GC) from the engine panel. */
+  /** An action on the whole engine (freeze GC, flush the cache) from the engine panel;
+   * the command's confirmation question first, when it has one. */
   async engineAction(command, button) {
     const label = command.console.label;
     if (button.getAttribute("aria-disabled") === "true") {
       showResult("warning", VIEWER_REFUSAL);
       return;
     }
+    if (command.console.confirm && !window.confirm(command.console.confirm)) {
+      showResult("info", `${label}: not done (cancelled).`);
+      return;
+    }
     await busy(button, async () => {
       showResult("info", `${label}…`);
       const answer = await api(command.method, apiPath(command));
       if (answer.ok && answer.body && typeof answer.body === "object") {
-        const said = ENGINE_DONE[command.name]?.(answer.body) ?? "done";
+        const said = fieldsSaid(answer.body);
         showResult("ok", `${label}: ${said}.`, answer.status);
         return;
       }

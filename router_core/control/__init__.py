@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from router_core.control.commands import DEFERRED, Command, ControlCommand, ReplyTo
+from router_core.control.command_model import ControlCommand
 from router_core.control.protocol import (
     ControlError,
     ControlReply,
@@ -18,6 +18,7 @@ from router_core.control.protocol import (
     ControlTimeout,
     ErrorCode,
 )
+from router_core.control.table import DEFERRED, Command, ReplyTo
 from router_core.lazy import lazy_exports
 
 if TYPE_CHECKING:

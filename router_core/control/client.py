@@ -20,7 +20,7 @@ import msgspec
 import zmq
 import zmq.asyncio
 
-from router_core.control.commands import ControlCommand
+from router_core.control.command_model import ControlCommand
 from router_core.control.protocol import (
     ControlError,
     ControlReply,

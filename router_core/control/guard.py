@@ -16,9 +16,9 @@ from typing import Any, Final
 import msgspec
 
 from router_core.audit import AuditLog, AuditValue
-from router_core.control.commands import AuditedCall
 from router_core.control.protocol import ControlRequest
 from router_core.control.replies import FreezeGcReply, OperationOutcome, WorkerView
+from router_core.control.table import AuditedCall
 from router_core.credentials import matches
 
 __all__ = [

@@ -38,6 +38,8 @@ class ErrorCode(IntEnum):
     INTERNAL = 6  # a bug in the server; logged there
     TIMEOUT = 7  # client side: no reply in time
     UNAUTHORIZED = 8  # the request does not carry the stack key; nothing was run
+    ENGINE_FAILED = 9  # the engine tried the command and failed, or does not know it
+    ENGINE_TIMEOUT = 10  # the engine did not answer the command in time
 
 
 class ControlRequest(msgspec.Struct, omit_defaults=True):

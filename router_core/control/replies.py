@@ -19,6 +19,7 @@ __all__ = [
     "AbortReply",
     "DetokenizerRouterStatus",
     "EngineMetrics",
+    "FlushCacheReply",
     "FreezeGcReply",
     "HistogramSnapshot",
     "LoadReply",
@@ -168,6 +169,14 @@ class FreezeGcReply(msgspec.Struct, kw_only=True):
 
     frozen: list[str]
     forwarded_to: list[str]
+
+
+class FlushCacheReply(msgspec.Struct, kw_only=True):
+    """``flush_cache``: the engine dropped its cache; ``dropped_tokens`` is how many
+    tokens' worth of cache it held (0: it keeps no cache, or it was empty)."""
+
+    flushed: bool = True
+    dropped_tokens: int = 0
 
 
 class HistogramSnapshot(msgspec.Struct):

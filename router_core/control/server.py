@@ -21,7 +21,6 @@ from typing import Any, Final, Generic, TypeVar
 import msgspec
 import zmq
 
-from router_core.control.commands import DEFERRED, AuditedCall, Command, ReplyTo
 from router_core.control.guard import ControlGuard, call_of, outcome_of
 from router_core.control.protocol import (
     ControlError,
@@ -33,6 +32,7 @@ from router_core.control.protocol import (
     error,
     ok,
 )
+from router_core.control.table import DEFERRED, AuditedCall, Command, ReplyTo
 from router_core.counters import Counters
 
 __all__ = ["DEFERRED", "Command", "ControlGuard", "ControlServer", "ReplyTo"]
@@ -79,6 +79,11 @@ class ControlServer(Generic[StateT]):
             outcome, detail = outcome_of(result)
             self._guard.record(reply_to.audited, outcome, detail=detail)
         self._send(reply_to.envelope, ok(reply_to.request_id, result))
+
+    def fail(self, reply_to: ReplyTo, code: ErrorCode, message: str) -> None:
+        """Send the error answer to a deferred request (audited if it is a mutation)."""
+        self._record_failure(reply_to.audited, code, message)
+        self._send(reply_to.envelope, error(reply_to.request_id, code, message))
 
     def _serve(self, frames: list[bytes]) -> None:
         # A DEALER sends [identity, request]; a REQ sends [identity, b"", request].

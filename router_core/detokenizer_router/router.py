@@ -23,10 +23,12 @@ import zmq
 
 from router_core import tracing
 from router_core.beacon import IncarnationBeacon
-from router_core.control.commands import DETOK_METRICS, DETOK_STATUS, Command, NoArgs, ReplyTo
+from router_core.control.command_args import NoArgs
+from router_core.control.commands import DETOK_METRICS, DETOK_STATUS
 from router_core.control.guard import OPEN_CONTROL, ControlGuard
 from router_core.control.replies import DetokenizerRouterStatus, RouterMetrics
 from router_core.control.server import ControlServer
+from router_core.control.table import Command, ReplyTo
 from router_core.destinations import Destination
 from router_core.detokenizer_router.assignment_file import AssignmentFile
 from router_core.detokenizer_router.core import DetokenizerRouterCore

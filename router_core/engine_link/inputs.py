@@ -13,15 +13,24 @@ from typing import Any, Final
 import msgspec
 import zmq
 
+from router_core.control.commands import TOKENIZER_ROUTER_COMMANDS
 from router_core.transport import FrameLike
 from router_core.wire import DATA_KINDS, Header, Kind, WireError, decode_payload
 from router_core.wire.control import ContinueRequest, FreezeGC, PauseRequest
+from router_core.wire.engine_commands import EngineCommand
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
 
-__all__ = ["COMMAND_KINDS", "Command", "EngineInput", "Request", "read_input"]
+__all__ = ["COMMAND_KINDS", "ENGINE_COMMANDS", "Command", "EngineInput", "Request", "read_input"]
 
-#: Commands the router sends the engine (besides requests).
-COMMAND_KINDS: Final = frozenset({Kind.PAUSE, Kind.CONTINUE, Kind.FREEZE_GC})
+_STEPS: Final = [c.engine for c in TOKENIZER_ROUTER_COMMANDS.values() if c.engine is not None]
+#: Commands the router sends the engine besides requests: the command objects' kinds.
+COMMAND_KINDS: Final = frozenset(step.kind for step in _STEPS) - DATA_KINDS
+#: The argument struct of each command sent as ``ENGINE_COMMAND``, by command name.
+ENGINE_COMMANDS: Final[dict[str, type[msgspec.Struct]]] = {
+    name: command.engine.payload
+    for name, command in TOKENIZER_ROUTER_COMMANDS.items()
+    if command.engine is not None and command.engine.kind == Kind.ENGINE_COMMAND
+}
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,14 +52,21 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True):
-    """A command from the router: ``PAUSE``, ``CONTINUE`` or ``FREEZE_GC``.
+    """A command from the router: ``PAUSE``, ``CONTINUE``, ``FREEZE_GC`` or an
+    ``ENGINE_COMMAND`` (an operator's command, by name: ``payload.command``).
 
     Apply a pause or continue, then acknowledge its ``op_id``; on freeze-GC, freeze and
-    forward it to the detokenizers.
+    forward it to the detokenizers; carry an engine command out and answer it
+    (:meth:`EngineLink.answer_command`). ``args`` is an engine command's arguments as
+    its struct (:data:`ENGINE_COMMANDS`), or None for a name this link does not know or
+    arguments that do not fit it (``problem`` says which: answer ``unknown_command`` or
+    ``bad_arguments``).
     """
 
     kind: Kind
-    payload: PauseRequest | ContinueRequest | FreezeGC
+    payload: PauseRequest | ContinueRequest | FreezeGC | EngineCommand
+    args: msgspec.Struct | None = None
+    problem: str = ""
 
 
 #: What an engine receives, in arrival order.
@@ -70,6 +86,8 @@ def read_input(header: Header, frames: Sequence[FrameLike]) -> EngineInput:
         raise WireError("unexpected_kind", f"{kind.name} is not for the engine")
     frame = frames[1]
     payload: Any = decode_payload(kind, frame.buffer if isinstance(frame, zmq.Frame) else frame)
+    if isinstance(payload, EngineCommand):
+        return _engine_command(kind, payload)
     if kind in COMMAND_KINDS:
         return Command(kind=kind, payload=payload)
     if header.rids and payload.rid != header.rids[0]:
@@ -83,3 +101,17 @@ def read_input(header: Header, frames: Sequence[FrameLike]) -> EngineInput:
         tracestate=header.tracestate,
         sent_ns=header.sent_ns,
     )
+
+
+def _engine_command(kind: Kind, payload: EngineCommand) -> Command:
+    """An engine command with its arguments typed, or the reason they cannot be."""
+    args_type = ENGINE_COMMANDS.get(payload.command)
+    if args_type is None:
+        known = ", ".join(sorted(ENGINE_COMMANDS))
+        problem = f"unknown_command: {payload.command!r} (known: {known})"
+        return Command(kind=kind, payload=payload, problem=problem)
+    try:
+        args = msgspec.convert(payload.args, args_type)
+    except msgspec.ValidationError as exc:
+        return Command(kind=kind, payload=payload, problem=f"bad_arguments: {exc}")
+    return Command(kind=kind, payload=payload, args=args)

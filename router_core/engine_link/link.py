@@ -70,6 +70,7 @@ from router_core.wire.control import (
     LoadSnapshot,
     PauseRequest,
 )
+from router_core.wire.engine_commands import CommandReply, ReplyCode
 from router_core.wire.outputs import (
     BatchEmbeddingOutput,
     BatchOutput,
@@ -315,6 +316,27 @@ class EngineLink:
         """Tell the router that pause/continue ``op_id`` has been applied."""
         ack = Acknowledgement(op_id=op_id, participant=ENGINE, secret=self._key)
         return self._send(self._link().events, frame_message(Kind.ACK, ack), "ack")
+
+    def answer_command(
+        self,
+        op_id: str,
+        result: msgspec.Struct | None = None,
+        *,
+        code: ReplyCode | None = None,
+        message: str = "",
+    ) -> bool:
+        """Answer engine command ``op_id``: done, with ``result`` (the command's reply
+        struct, or None for one without figures), or refused with ``code`` and
+        ``message`` (one sentence naming what was wrong)."""
+        if code is None:
+            fields = {} if result is None else msgspec.to_builtins(result)
+            reply = CommandReply(op_id=op_id, ok=True, result=fields, secret=self._key)
+        else:
+            reply = CommandReply(
+                op_id=op_id, ok=False, code=code, message=message, secret=self._key
+            )
+        frames = frame_message(Kind.COMMAND_REPLY, reply)
+        return self._send(self._link().events, frames, "command_reply")
 
     def publish_load(self, snapshot: LoadSnapshot) -> bool:
         """Publish a load snapshot; also keeps the engine live.

@@ -14,9 +14,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from router_core.control import commands as spec
-from router_core.control.commands import DEFERRED, ControlCommand, ReplyTo
+from router_core.control.command_args import (
+    AbortArgs,
+    ContinueArgs,
+    FlushCacheArgs,
+    ListWorkersArgs,
+    NoArgs,
+    PauseArgs,
+    WorkerArgs,
+)
+from router_core.control.command_model import ControlCommand
 from router_core.control.protocol import ControlError, ErrorCode
 from router_core.control.replies import AbortReply, FreezeGcReply
+from router_core.control.table import DEFERRED, ReplyTo
 from router_core.registry import WorkerRecord, WorkerState
 from router_core.tokenizer_router.effects import Effect, FreezeGarbageCollector, Instant, Send
 from router_core.traffic import BROADCAST
@@ -64,13 +74,13 @@ def _drain_message(record: WorkerRecord, *, drain: bool) -> Effect:
 
 
 def list_workers(
-    core: RouterCore, args: spec.ListWorkersArgs, reply_to: ReplyTo, at: Instant
+    core: RouterCore, args: ListWorkersArgs, reply_to: ReplyTo, at: Instant
 ) -> Handled:
     """Every registered worker, then (with ``include_departed``) those that left lately."""
     return Handled(core.view.workers(at, include_departed=args.include_departed))
 
 
-def get_worker(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def get_worker(core: RouterCore, args: WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """One worker (registered, or departed lately and shown as ``dead``), or NOT_FOUND."""
     view = core.view.worker(args.worker_id, at)
     if view is None:
@@ -78,7 +88,7 @@ def get_worker(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: I
     return Handled(view)
 
 
-def pause(core: RouterCore, args: spec.PauseArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def pause(core: RouterCore, args: PauseArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Pause every live worker and the engine; answers when all acknowledged or at timeout."""
     op, effects = core.pause.start(
         is_pause=True, mode=args.mode, timeout_s=args.timeout_s, waiter=reply_to, at=at
@@ -87,7 +97,7 @@ def pause(core: RouterCore, args: spec.PauseArgs, reply_to: ReplyTo, at: Instant
     return Handled(core.pause.outcome_of(op, at) if op.complete else DEFERRED, effects)
 
 
-def continue_(core: RouterCore, args: spec.ContinueArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def continue_(core: RouterCore, args: ContinueArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Resume every live worker and the engine; same barrier as pause."""
     op, effects = core.pause.start(
         is_pause=False, mode=None, timeout_s=args.timeout_s, waiter=reply_to, at=at
@@ -96,7 +106,7 @@ def continue_(core: RouterCore, args: spec.ContinueArgs, reply_to: ReplyTo, at: 
     return Handled(core.pause.outcome_of(op, at) if op.complete else DEFERRED, effects)
 
 
-def drain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def drain(core: RouterCore, args: WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Stop one worker admitting requests; it reports ``drained`` once empty."""
     record = _worker(core, args.worker_id)
     if not core.registry.command_drain(record):
@@ -106,7 +116,7 @@ def drain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instan
     return Handled(record.view(at.mono, at.wall, core.registry.unresponsive_after_s), effects)
 
 
-def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def undrain(core: RouterCore, args: WorkerArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Let a draining or drained worker admit requests again."""
     record = _worker(core, args.worker_id)
     resume: WorkerState = "paused" if core.pause.state.paused else "serving"
@@ -121,7 +131,7 @@ def undrain(core: RouterCore, args: spec.WorkerArgs, reply_to: ReplyTo, at: Inst
 OPERATOR_ABORT: Final = "aborted by an operator"
 
 
-def abort(core: RouterCore, args: spec.AbortArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def abort(core: RouterCore, args: AbortArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Abort ``rid`` (or, with ``abort_all``, everything) in the engine, on behalf of every
     registered worker: the router does not know which one owns a request id, and the
     engine keys requests by (owner, rid), so it gets one ``ABORT`` per worker and finishes
@@ -146,24 +156,32 @@ def abort(core: RouterCore, args: spec.AbortArgs, reply_to: ReplyTo, at: Instant
     return Handled(reply, effects)
 
 
-def load(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def load(core: RouterCore, args: NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """The engine's latest load snapshot and its age, or None before the first one."""
     return Handled(core.view.load(at))
 
 
-def freeze_gc(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def freeze_gc(core: RouterCore, args: NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Freeze GC in the router and ask the engine (and through it the detokenizers)."""
     message = frame_message(Kind.FREEZE_GC, FreezeGC(reason="control"))
     reply = FreezeGcReply(frozen=["tokenizer_router"], forwarded_to=["engine"])
     return Handled(reply, [FreezeGarbageCollector(), Send(ENGINE, message)])
 
 
-def status(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def flush_cache(core: RouterCore, args: FlushCacheArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+    """Ask the engine to drop its cache; answered when it has (or refused: 409 while
+    requests run unpaused, naming them). ENGINE_FAILED at once when no engine is live."""
+    if not core.engine.is_live(at.mono):
+        raise ControlError(ErrorCode.ENGINE_FAILED, "flush_cache: no engine is live")
+    return Handled(DEFERRED, core.engine_requests.start(spec.FLUSH_CACHE, args, reply_to, at))
+
+
+def status(core: RouterCore, args: NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Counters, registry summary, pause state and backlogs."""
     return Handled(core.view.status(at))
 
 
-def metrics(core: RouterCore, args: spec.NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
+def metrics(core: RouterCore, args: NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
     """Traffic, histograms, workers, pause and engine state for the admin app's /metrics."""
     return Handled(core.view.metrics(at))
 
@@ -180,6 +198,7 @@ COMMANDS: Final[Mapping[str, RouterCommand]] = {
         RouterCommand(spec.ABORT, abort),
         RouterCommand(spec.LOAD, load),
         RouterCommand(spec.FREEZE_GC, freeze_gc),
+        RouterCommand(spec.FLUSH_CACHE, flush_cache),
         RouterCommand(spec.STATUS, status),
         RouterCommand(spec.METRICS, metrics),
     )

@@ -27,6 +27,7 @@ from router_core.tokenizer_router.dispatch import Decoded, InboundTable
 from router_core.tokenizer_router.durable import DrainMarks, DurableState
 from router_core.tokenizer_router.effects import Effect, Instant, Persist
 from router_core.tokenizer_router.engine_events import EngineEvents, EngineState
+from router_core.tokenizer_router.engine_requests import EngineRequests
 from router_core.tokenizer_router.pause import PauseCoordinator
 from router_core.tokenizer_router.peers import PeerCheck
 from router_core.tokenizer_router.registration import RegistrationHandler
@@ -43,6 +44,7 @@ from router_core.wire.control import (
     UpstreamIncarnation,
     WorkerRegistration,
 )
+from router_core.wire.engine_commands import CommandReply
 
 __all__ = ["RouterCore"]
 
@@ -106,8 +108,15 @@ class RouterCore:
             started=started,
         )
         registration = self.registration
+        #: The operators' engine commands waiting for the engine's answer.
+        self.engine_requests = EngineRequests(incarnation, self.counters)
         engine_events = EngineEvents(
-            self.engine, self.pause, self.registry, self.counters, self.peers
+            self.engine,
+            self.pause,
+            self.registry,
+            self.counters,
+            self.peers,
+            requests=self.engine_requests,
         )
         #: The workers' control socket: registration, liveness, acknowledgements.
         self.worker_messages = InboundTable(
@@ -125,6 +134,7 @@ class RouterCore:
             {
                 Kind.ACK: Decoded(Acknowledgement, engine_events.on_ack),
                 Kind.LOAD: Decoded(LoadSnapshot, engine_events.on_load),
+                Kind.COMMAND_REPLY: Decoded(CommandReply, engine_events.on_command_reply),
             },
             self.counters,
         )
@@ -156,10 +166,10 @@ class RouterCore:
 
     def next_due(self) -> float:
         """When a timer is next due (monotonic): the heartbeat expiry check, or the
-        earliest barrier deadline. Cheap, so the shell asks it every loop iteration."""
-        deadline = self.pause.next_deadline()
-        due = self._next_expiry_check
-        return due if deadline is None or due <= deadline else deadline
+        earliest barrier or engine command deadline. Cheap, so the shell asks it every
+        loop iteration."""
+        deadlines = (self.pause.next_deadline(), self.engine_requests.next_deadline())
+        return min([self._next_expiry_check, *(each for each in deadlines if each is not None)])
 
     def tick(self, at: Instant) -> tuple[list[Effect], float]:
         """Run the timers: heartbeat expiry (a few times per timeout) and barrier
@@ -170,4 +180,5 @@ class RouterCore:
             interval = min(0.25, self.settings.heartbeat_timeout_s / 4)
             self._next_expiry_check = at.mono + interval
         effects += self.pause.expire(at)
+        effects += self.engine_requests.expire(at)
         return effects, self.next_due()

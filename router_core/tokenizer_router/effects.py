@@ -14,14 +14,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from router_core.control.commands import ReplyTo
+import msgspec
+
+from router_core.control.protocol import ErrorCode
 from router_core.control.replies import OperationOutcome
+from router_core.control.table import ReplyTo
 from router_core.tokenizer_router.durable import DurableState
 
 if TYPE_CHECKING:
     from router_core.transport import FrameLike
 
-__all__ = ["Answer", "Effect", "Forget", "FreezeGarbageCollector", "Instant", "Persist", "Send"]
+__all__ = [
+    "Answer",
+    "Effect",
+    "Fail",
+    "Forget",
+    "FreezeGarbageCollector",
+    "Instant",
+    "Persist",
+    "Send",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +64,20 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """Answer the control request ``waiter`` with ``outcome`` (a barrier finished)."""
+    """Answer the control request ``waiter`` with ``outcome`` (a barrier finished, or
+    the engine answered a command: the command's reply struct)."""
 
     waiter: ReplyTo
-    outcome: OperationOutcome
+    outcome: OperationOutcome | msgspec.Struct
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """Answer the control request ``waiter`` with the error ``code`` and ``message``."""
+
+    waiter: ReplyTo
+    code: ErrorCode
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,4 +103,4 @@ class Persist:
 
 
 #: Anything a handler may ask for.
-Effect = Send | Answer | Forget | FreezeGarbageCollector | Persist
+Effect = Send | Answer | Fail | Forget | FreezeGarbageCollector | Persist

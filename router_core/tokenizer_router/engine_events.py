@@ -26,8 +26,10 @@ from router_core.tokenizer_router.peers import PeerCheck
 from router_core.traffic import BROADCAST
 from router_core.wire import encode_payload
 from router_core.wire.control import ENGINE, Acknowledgement, LoadSnapshot
+from router_core.wire.engine_commands import CommandReply
 
 if TYPE_CHECKING:
+    from router_core.tokenizer_router.engine_requests import EngineRequests
     from router_core.tokenizer_router.pause import PauseCoordinator
     from router_core.transport import FrameLike
 
@@ -61,8 +63,11 @@ class EngineEvents:
         registry: WorkerRegistry,
         counters: Counters,
         peers: PeerCheck,
+        *,
+        requests: EngineRequests,
     ) -> None:
         self._engine = engine
+        self._requests = requests
         self._pause = pause
         self._registry = registry
         self._counters = counters
@@ -80,6 +85,15 @@ class EngineEvents:
         self._engine.seen_at = at.mono
         return self._pause.acknowledge(ack, at)
 
+    def on_command_reply(
+        self, reply: CommandReply, frames: Sequence[FrameLike], at: Instant
+    ) -> list[Effect]:
+        """``COMMAND_REPLY``: the engine's answer to an operator's command."""
+        if not self._peers.has_key(reply.secret):
+            return self._peers.refuse("bad_engine_key", ENGINE, at)
+        self._engine.seen_at = at.mono
+        return self._requests.on_reply(reply, at)
+
     def on_load(
         self, snapshot: LoadSnapshot, frames: Sequence[FrameLike], at: Instant
     ) -> list[Effect]:
@@ -96,6 +110,8 @@ class EngineEvents:
         engine.latest_load = snapshot
         effects: list[Effect] = []
         if engine.brought_in_step != snapshot.engine_started_ns:
+            if engine.brought_in_step is not None:  # a restart: what it held is gone
+                effects += self._requests.engine_restarted()
             engine.brought_in_step = snapshot.engine_started_ns
             command = self._pause.engine_command()
             if command is not None:

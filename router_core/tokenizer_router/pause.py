@@ -19,13 +19,13 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from router_core.barrier import PauseBarrier, PauseOperation, PauseState
-from router_core.control.commands import ReplyTo
 from router_core.control.replies import (
     OperationOutcome,
     OperationResult,
     PauseAction,
     PauseOperationCount,
 )
+from router_core.control.table import ReplyTo
 from router_core.counters import Counters
 from router_core.histogram import BARRIER_BUCKETS, HistogramSet
 from router_core.registry import WorkerRegistry

@@ -33,9 +33,9 @@ from typing import Any
 import zmq
 
 from router_core import tracing
-from router_core.control.commands import Command, ReplyTo
 from router_core.control.guard import OPEN_CONTROL, ControlGuard
 from router_core.control.server import ControlServer
+from router_core.control.table import Command, ReplyTo
 from router_core.destinations import Destination, DestinationSet
 from router_core.inbound import drain
 from router_core.loop import LoopResources, PollLoop
@@ -47,6 +47,7 @@ from router_core.tokenizer_router.durable import StateFile, next_incarnation
 from router_core.tokenizer_router.effects import (
     Answer,
     Effect,
+    Fail,
     Forget,
     FreezeGarbageCollector,
     Instant,
@@ -113,6 +114,7 @@ class TokenizerRouter:
         self._appliers: Mapping[type[Any], Callable[[Any], None]] = {
             Send: self._send,
             Answer: self._answer,
+            Fail: self._fail,
             Forget: self._forget,
             FreezeGarbageCollector: self._freeze_gc,
             Persist: self._persist,
@@ -238,6 +240,9 @@ class TokenizerRouter:
 
     def _answer(self, answer: Answer) -> None:
         self._opened().control.answer(answer.waiter, answer.outcome)
+
+    def _fail(self, fail: Fail) -> None:
+        self._opened().control.fail(fail.waiter, fail.code, fail.message)
 
     def _forget(self, forget: Forget) -> None:
         self._opened().workers.discard(forget.address, forget.reason)

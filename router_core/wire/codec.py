@@ -27,6 +27,7 @@ from router_core.wire.control import (
     UpstreamIncarnation,
     WorkerRegistration,
 )
+from router_core.wire.engine_commands import CommandReply, EngineCommand
 from router_core.wire.header import Header, payload_frame_count
 from router_core.wire.kinds import BATCH_KINDS, Kind
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
@@ -65,8 +66,10 @@ PAYLOAD_TYPES: Final[dict[Kind, type[msgspec.Struct]]] = {
     Kind.CONTINUE: ContinueRequest,
     Kind.PAUSE_BROADCAST: PauseContinueBroadcast,
     Kind.ACK: Acknowledgement,
+    Kind.COMMAND_REPLY: CommandReply,
     Kind.FREEZE_GC: FreezeGC,
     Kind.LOAD: LoadSnapshot,
+    Kind.ENGINE_COMMAND: EngineCommand,
     Kind.TOKEN_BATCH: BatchTokenIDOutput,
     Kind.STR_BATCH: BatchStrOutput,
     Kind.EMBEDDING_BATCH: BatchEmbeddingOutput,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 import msgspec
 
 __all__ = [
     "ENGINE",
+    "PAUSE_MODES",
     "REASON_BAD_KEY",
     "REASON_UNKNOWN_WORKER",
     "Acknowledgement",
@@ -39,7 +40,10 @@ REASON_BAD_KEY: Final = "bad_key"
 
 #: ``abort``: in-flight requests end with finish reason abort; ``retract``: running
 #: requests go back to the waiting queue; ``in_place``: freeze and keep all state.
+#: Written here once: every other list of the modes is read from it.
 PauseMode = Literal["abort", "retract", "in_place"]
+#: The pause modes, in the order people are offered them.
+PAUSE_MODES: Final[tuple[str, ...]] = get_args(PauseMode)
 
 #: An operation's place in the total order of pause/continue operations:
 #: ``(router incarnation, sequence number)``.

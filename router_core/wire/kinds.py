@@ -34,10 +34,15 @@ class Kind(IntEnum):
     CONTINUE = 21  # router -> engine
     PAUSE_BROADCAST = 22  # router -> worker (carries both pause and continue)
     ACK = 23  # worker or engine -> router
+    #: Engine -> router: how an operator's engine command ended (:class:`CommandReply`).
+    COMMAND_REPLY = 24
 
     # Engine housekeeping.
     FREEZE_GC = 30
     LOAD = 31
+    #: Router -> engine: an operator's command for the engine, by name
+    #: (``flush_cache``, ...); answered with ``COMMAND_REPLY``.
+    ENGINE_COMMAND = 32
 
     # Outputs, engine -> detokenizers -> workers (one row frame per request).
     TOKEN_BATCH = 40

@@ -36,6 +36,7 @@ __all__ = [
     "token_problem",
     "url",
     "url_problem",
+    "watch_interval",
     "worker_id",
 ]
 
@@ -56,6 +57,14 @@ def barrier_timeout(text: str) -> float:
             f"must be more than 0 and at most {MAX_BARRIER_TIMEOUT_S:g} seconds (the admin "
             f"API's range), got {text}"
         )
+    return value
+
+
+def watch_interval(text: str) -> float:
+    """``--watch``'s seconds between two showings: at least 0.5 and at most an hour."""
+    value = finite_float(text, expected="seconds")
+    if not 0.5 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be from 0.5 to 3600 seconds, got {text}")
     return value
 
 

@@ -1,10 +1,12 @@
-"""One handler per operator command, dispatched through :data:`COMMANDS` by the name of
-the command's catalogue entry (:mod:`app.catalogue`), which gives it the path to call.
+"""Every operator command run the same way, from its command object alone.
 
-A handler asks the admin app through an :class:`AdminClient` and returns an
-:class:`Outcome`: the API's JSON (printed by ``--json``), how to render it as text, and
-the one line that makes the command fail, if any. :func:`execute` owns everything
-around it: settings from flags and environment, printing, and exit statuses.
+:func:`run_command` sends the command's arguments (its struct's fields, as the command
+line gave them) to its admin path through an :class:`AdminClient` and returns an
+:class:`Outcome`: the API's JSON (printed by ``--json``), its text in the rendering the
+command names (:data:`RENDERINGS`), and the one line that makes the command fail, if
+any. ``--watch`` (reads that offer it) shows the answer again every few seconds.
+:func:`execute` owns everything around it: settings from flags and environment,
+printing, and exit statuses.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Any, Final
 
 import httpx
 
-from app.catalogue import DEFAULT_BARRIER_TIMEOUT_S, TIMEOUT, Command
+from app.catalogue import Command
+from router_core.control.command_model import Rendering
+from router_core.limits import DEFAULT_BARRIER_TIMEOUT_S
 from switchboard.admin_cli import render
 from switchboard.admin_cli.answers import (
     FreezeGcResult,
@@ -42,11 +46,12 @@ from switchboard.admin_cli.errors import (
 )
 from switchboard.admin_cli.parsers import (
     BARRIER_GRACE_S,
+    BARRIER_TIMEOUT,
     CLI_COMMANDS,
     DEFAULT_HTTP_TIMEOUT_S,
 )
 
-__all__ = ["COMMANDS", "Outcome", "execute"]
+__all__ = ["MAX_SHOWINGS", "RENDERINGS", "Outcome", "execute", "run_command"]
 
 #: The exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
@@ -62,78 +67,92 @@ class Outcome:
     failure: str | None = None
 
 
-#: A handler: the admin client, the catalogue entry it runs, and the parsed command line.
-Handler = Callable[[AdminClient, Command, argparse.Namespace], Outcome]
-
-
-def barrier(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
-    """``POST /api/pause {mode, timeout_s}`` or ``POST /api/continue {timeout_s}`` ->
-    Operation: 200 when every worker and the engine acknowledged, 504 naming stragglers."""
-    barrier_s = args.timeout or DEFAULT_BARRIER_TIMEOUT_S
-    body = {
-        argument.name: barrier_s if argument is TIMEOUT else getattr(args, argument.name)
-        for argument in entry.body_arguments()
-    }
-    answer = client.request(
-        entry.method,
-        entry.path,
-        body=body,
-        timeout_s=barrier_s + BARRIER_GRACE_S,
-        accept=(200, 504),
+def _fields_text(body: Any) -> str:
+    """Any answer as ``key  value`` lines, its top-level fields (lists comma-joined)."""
+    if not isinstance(body, dict):
+        return json.dumps(body)
+    return render.key_values(
+        (key, ", ".join(map(str, value)) if isinstance(value, list) else str(value))
+        for key, value in body.items()
+        if not isinstance(value, dict)
     )
-    try:
-        op = decode(Operation, answer.body)
-    except UnexpectedAnswer:
-        raise api_error(answer.status, answer.body) from None
-    failure = None
-    if not op.complete or answer.status != 200:
-        stragglers = render.names(op.stragglers)
-        failure = f"timed out after {render.elapsed(op.elapsed_s)}; stragglers: {stragglers}"
-    return Outcome(answer.body, lambda: render.operation_text(op), failure)
 
 
-def status(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
-    """``GET /api/status`` -> Status."""
-    now, body = time.time(), client.get(entry.path)
-    return Outcome(body, lambda: render.status_text(decode(Status, body), now))
-
-
-def workers(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
-    """``GET /api/workers`` -> ``{"workers": [Worker]}``."""
-    body = client.get(entry.path)
-    return Outcome(body, lambda: render.workers_table(decode(WorkerList, body).workers))
-
-
-def worker_action(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
-    """``POST /api/workers/{id}/drain`` or ``/undrain`` -> Worker (404 unknown, 409
-    conflict)."""
-    body = client.request(entry.method, entry.path_for(worker_id=args.worker_id)).body
-    return Outcome(body, lambda: render.workers_table([decode(Worker, body)]))
-
-
-def load(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
-    """``GET /api/load`` -> ``{"load": Load | null}``."""
-    body = client.get(entry.path)
-    return Outcome(body, lambda: render.load_text(decode(LoadResponse, body).load))
-
-
-def freeze_gc(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
-    """``POST /api/freeze_gc`` -> ``{"frozen": [...], "forwarded_to": [...]}``."""
-    body = client.request(entry.method, entry.path).body
-    return Outcome(body, lambda: render.freeze_gc_text(decode(FreezeGcResult, body)))
-
-
-#: The handler of each catalogue entry the CLI offers, by the entry's name.
-COMMANDS: Final[dict[str, Handler]] = {
-    "status": status,
-    "workers": workers,
-    "pause": barrier,
-    "continue": barrier,
-    "drain": worker_action,
-    "undrain": worker_action,
-    "load": load,
-    "freeze_gc": freeze_gc,
+#: Each rendering a command may name (:class:`~router_core.control.command_model.Cli`):
+#: ``text(body, now)``, the answer's JSON decoded and shown.
+RENDERINGS: Final[dict[Rendering, Callable[[Any, float], str]]] = {
+    "status": lambda body, now: render.status_text(decode(Status, body), now),
+    "workers": lambda body, now: render.workers_table(decode(WorkerList, body).workers),
+    "worker": lambda body, now: render.workers_table([decode(Worker, body)]),
+    "load": lambda body, now: render.load_text(decode(LoadResponse, body).load),
+    "operation": lambda body, now: render.operation_text(decode(Operation, body)),
+    "freeze_gc": lambda body, now: render.freeze_gc_text(decode(FreezeGcResult, body)),
+    "fields": lambda body, now: _fields_text(body),
 }
+
+
+def _body(entry: Command, args: argparse.Namespace) -> dict[str, Any]:
+    """The JSON body of ``entry``'s arguments as the command line gave them (a
+    barrier's timeout is ``--timeout-s``, which stands for the HTTP timeout elsewhere)."""
+    body: dict[str, Any] = {}
+    for argument in entry.body_arguments():
+        if argument.name == BARRIER_TIMEOUT:
+            body[argument.name] = args.timeout or DEFAULT_BARRIER_TIMEOUT_S
+        else:
+            body[argument.name] = getattr(args, argument.name)
+    return body
+
+
+def _failure(entry: Command, status: int, body: Any) -> str | None:
+    """Why a barrier's answer is a failure (not complete, or a 504), or None."""
+    if not entry.barrier:
+        return None
+    try:
+        op = decode(Operation, body)
+    except UnexpectedAnswer:
+        raise api_error(status, body) from None
+    if op.complete and status == 200:
+        return None
+    stragglers = render.names(op.stragglers)
+    return f"timed out after {render.elapsed(op.elapsed_s)}; stragglers: {stragglers}"
+
+
+def run_command(client: AdminClient, entry: Command, args: argparse.Namespace) -> Outcome:
+    """Ask the admin app ``entry`` with the command line's arguments; the answer, its
+    text (``entry.cli.render``), and a barrier's failure (200 only when every worker and
+    the engine acknowledged; a 504 names the stragglers)."""
+    path = entry.path_for(
+        **{each.name: getattr(args, each.name) for each in entry.arguments if each.place == "path"}
+    )
+    now = time.time()
+    if entry.method == "GET":
+        status, body = 200, client.get(path)
+    else:
+        timeout_s = None
+        if entry.barrier:
+            timeout_s = (args.timeout or DEFAULT_BARRIER_TIMEOUT_S) + BARRIER_GRACE_S
+        answer = client.request(
+            entry.method,
+            path,
+            body=_body(entry, args) if entry.body_arguments() else None,
+            timeout_s=timeout_s,
+            accept=(200, 504) if entry.barrier else (200,),
+        )
+        status, body = answer.status, answer.body
+    failure = _failure(entry, status, body)
+    rendering = RENDERINGS[entry.cli.render if entry.cli else "fields"]
+    return Outcome(body, lambda: rendering(body, now), failure)
+
+
+#: What ``--watch`` prints before each new showing: cursor home, clear below.
+_CLEAR: Final = "\x1b[H\x1b[J"
+#: The most showings ``--watch`` makes (a day at 2 s): a bound, not a limit anyone meets.
+MAX_SHOWINGS: Final = 43_200
+
+
+def _showings(args: argparse.Namespace) -> int:
+    """How many times to show the answer: once, or with ``--watch`` until Ctrl-C."""
+    return MAX_SHOWINGS if getattr(args, "watch", None) else 1
 
 
 def _print(text: str) -> None:
@@ -154,7 +173,6 @@ def execute(args: argparse.Namespace, *, transport: httpx.BaseTransport | None =
     ``transport`` replaces the network in tests.
     """
     entry = CLI_COMMANDS[args.command]
-    handler = COMMANDS[entry.name]
     http_timeout = DEFAULT_HTTP_TIMEOUT_S if args.timeout is None else args.timeout
     try:
         try:
@@ -162,8 +180,13 @@ def execute(args: argparse.Namespace, *, transport: httpx.BaseTransport | None =
         except ValueError as exc:
             raise UsageProblem(str(exc)) from exc
         with AdminClient(target.url, target.token, http_timeout, transport=transport) as client:
-            outcome = handler(client, entry, args)
-        _print(json.dumps(outcome.body, indent=2) if args.json else outcome.text())
+            outcome = run_command(client, entry, args)
+            _print(json.dumps(outcome.body, indent=2) if args.json else outcome.text())
+            for _ in range(_showings(args) - 1):
+                time.sleep(args.watch)
+                outcome = run_command(client, entry, args)
+                text = json.dumps(outcome.body) if args.json else outcome.text()
+                _print(_CLEAR + text)
     except AdminCliError as exc:
         print(f"switchboard {args.command}: {exc.message}", file=sys.stderr)
         return exc.exit_status

@@ -8,17 +8,11 @@ process builds the parser.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any, Final
 
-from app.catalogue import (
-    COMMANDS,
-    DEFAULT_BARRIER_TIMEOUT_S,
-    TIMEOUT,
-    WORKER_ID,
-    Argument,
-    Command,
-    by_cli_name,
-)
+from app.catalogue import COMMANDS, Argument, Command, by_cli_name
+from router_core.limits import DEFAULT_BARRIER_TIMEOUT_S
 from switchboard.admin_cli.arguments import (
     DEFAULT_URL,
     MAX_BARRIER_TIMEOUT_S,
@@ -28,20 +22,28 @@ from switchboard.admin_cli.arguments import (
     http_timeout,
     token,
     url,
+    watch_interval,
     worker_id,
 )
+from switchboard.argtypes import finite_float
 
 __all__ = [
     "BARRIER_GRACE_S",
+    "BARRIER_TIMEOUT",
     "CLI_COMMANDS",
     "COMMAND_NAMES",
     "DEFAULT_BARRIER_TIMEOUT_S",
     "DEFAULT_HTTP_TIMEOUT_S",
     "DEFAULT_URL",
+    "DEFAULT_WATCH_S",
     "EPILOG",
     "add_parsers",
 ]
 
+#: The argument that is a barrier's timeout: it stands for the HTTP timeout's flag.
+BARRIER_TIMEOUT: Final = "timeout_s"
+#: Seconds between two showings of ``--watch`` when it names none.
+DEFAULT_WATCH_S: Final = 2.0
 #: The HTTP timeout when none is given (a barrier's: :data:`DEFAULT_BARRIER_TIMEOUT_S`).
 DEFAULT_HTTP_TIMEOUT_S = 10.0
 #: How much longer than its barrier's timeout a pause or continue waits for the answer.
@@ -83,34 +85,65 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the API's JSON answer")
 
 
-def _add_argument(parser: argparse.ArgumentParser, argument: Argument) -> None:
-    """``argument`` of the catalogue as an option (or a positional) of ``parser``."""
-    if argument.cli_flag is None:
+#: Checks of an argument's value beyond its type, by the argument's name.
+_CHECKS: Final[dict[str, Callable[[str], Any]]] = {"worker_id": worker_id}
+
+
+def _value_type(argument: Argument) -> Callable[[str], Any]:
+    if argument.name in _CHECKS:
+        return _CHECKS[argument.name]
+    if argument.type == "float":
+        if (argument.above, argument.at_most) == (0.0, MAX_BARRIER_TIMEOUT_S):
+            return barrier_timeout
+        return lambda text: finite_float(text, expected="a number")
+    if argument.type == "int":
+        return int
+    return str
+
+
+def _add_argument(parser: argparse.ArgumentParser, entry: Command, argument: Argument) -> None:
+    """``argument`` of ``entry`` as an option of ``parser`` (a path's as a positional)."""
+    aliases = entry.cli.flag_aliases.get(argument.name, ()) if entry.cli else ()
+    if argument.place == "path":
         parser.add_argument(
             argument.name,
-            metavar=argument.metavar,
-            type=worker_id if argument is WORKER_ID else str,
+            metavar=argument.name.upper(),
+            type=_value_type(argument),
             help=argument.summary,
         )
-    elif argument is TIMEOUT:
+    elif argument.name == BARRIER_TIMEOUT:
         help_text = (
             f"{argument.summary}, more than 0 and at most {MAX_BARRIER_TIMEOUT_S:g} (default "
             f"{DEFAULT_BARRIER_TIMEOUT_S:g}; the HTTP wait is {BARRIER_GRACE_S:g} s longer)"
         )
         parser.add_argument(
-            argument.cli_flag,
-            *argument.cli_aliases,
+            argument.flag,
+            *aliases,
             dest="timeout",
             type=barrier_timeout,
             metavar="S",
             help=help_text,
         )
-    else:
+    elif argument.type == "bool":
         parser.add_argument(
-            argument.cli_flag,
+            argument.flag,
+            *aliases,
+            dest=argument.name,
+            action=argparse.BooleanOptionalAction,
+            default=argument.default,
+            help=f"{argument.summary} (default {'yes' if argument.default else 'no'})",
+        )
+    else:
+        default = "none" if argument.default in (None, "") else argument.default
+        parser.add_argument(
+            argument.flag,
+            *aliases,
+            dest=argument.name,
+            type=_value_type(argument),
             choices=argument.choices or None,
             default=argument.default,
-            help=f"{argument.summary} (default {argument.default})",
+            required=argument.required,
+            help=f"{argument.summary} (default {default})",
         )
 
 
@@ -129,15 +162,25 @@ def add_parsers(sub: Any) -> None:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         _add_connection(parser)
-        if TIMEOUT not in entry.arguments:
+        arguments = entry.arguments
+        if all(argument.name != BARRIER_TIMEOUT for argument in arguments):
             parser.add_argument(
-                TIMEOUT.cli_flag or "--timeout-s",
-                *TIMEOUT.cli_aliases,
+                "--timeout-s",
+                "--timeout",
                 dest="timeout",
                 type=http_timeout,
                 metavar="S",
                 help=f"HTTP timeout in seconds (default {DEFAULT_HTTP_TIMEOUT_S:g})",
             )
+        if entry.cli.watch:
+            parser.add_argument(
+                "--watch",
+                nargs="?",
+                const=DEFAULT_WATCH_S,
+                type=watch_interval,
+                metavar="S",
+                help=f"show it again every S seconds (default {DEFAULT_WATCH_S:g}) until Ctrl-C",
+            )
         # The barrier's timeout first, where the HTTP timeout stands for other commands.
-        for argument in sorted(entry.arguments, key=lambda each: each is not TIMEOUT):
-            _add_argument(parser, argument)
+        for argument in sorted(arguments, key=lambda each: each.name != BARRIER_TIMEOUT):
+            _add_argument(parser, entry, argument)

@@ -7,9 +7,10 @@ input, runs a step when due and sends it as one ``BatchTokenIDOutput`` (and one
 Aborts, abort-mode pauses and the abort rows of requests refused because the waiting
 queue is full (counted in ``link.counters`` as ``rejected`` ``queue_full``) are sent at
 once. Pause and continue are applied, then acknowledged; freeze-GC freezes this
-process's collector and is forwarded. Load is published at start and every
-``load_interval_s``. :meth:`BuiltinEngine.request_stop` (signal-safe) ends
-:meth:`BuiltinEngine.run`, which closes the link.
+process's collector and is forwarded; an operator's engine command (``flush_cache``) is
+carried out and answered (:mod:`switchboard.engine.operator_commands`). Load is
+published at start and every ``load_interval_s``. :meth:`BuiltinEngine.request_stop`
+(signal-safe) ends :meth:`BuiltinEngine.run`, which closes the link.
 
 Tracing: :meth:`BuiltinEngine.run` sets it up (``switchboard-engine``) and shuts it down
 on the way out; the spans themselves (``engine request``, ``engine emit_batch``) come
@@ -30,9 +31,11 @@ from dataclasses import dataclass
 from router_core import tracing
 from router_core.engine_link import Command, EngineInput, EngineLink, Request
 from router_core.wire.control import ContinueRequest, FreezeGC, PauseRequest
+from router_core.wire.engine_commands import EngineCommand
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
 from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
+from switchboard.engine.operator_commands import carry_out
 from switchboard.engine.queueing import QueueingScheduler
 from switchboard.engine.sequences import Sequence, StepResult, StepRow
 from switchboard.process_export import ProcessUsageExport
@@ -225,6 +228,9 @@ class BuiltinEngine:
             case Command(payload=FreezeGC() as freeze):
                 gc.freeze()
                 self.link.forward_freeze_gc(freeze)
+            case Command(payload=EngineCommand()):
+                carry_out(self.link, self.scheduler, item)
+                self._next_load = 0.0  # what the command changed shows at once
 
     def _admit(self, sequence: Sequence) -> None:
         refused = self.scheduler.admit(sequence)

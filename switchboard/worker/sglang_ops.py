@@ -31,16 +31,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import msgspec
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 
-from app.catalogue import DEFAULT_BARRIER_TIMEOUT_S
-from app.models import AbortRequest, SglangContinueRequest, SglangPauseRequest
-from router_core.limits import MAX_BARRIER_TIMEOUT_S
+from app.catalogue import COMMANDS, Command
+from app.command_bodies import body_model
+from router_core.limits import DEFAULT_BARRIER_TIMEOUT_S, MAX_BARRIER_TIMEOUT_S
 from router_core.wire.control import LoadSnapshot
 from switchboard.worker.admin_client import AdminClient, AdminRefusal
 from switchboard.worker.deps import GenerationDep, SettingsDep
@@ -50,8 +50,6 @@ __all__ = ["barrier_wait_s", "install", "load_entry", "router"]
 
 router = APIRouter(tags=["sglang operator"])
 
-#: The admin app's path of each command, which is also this worker's.
-_PAUSE, _CONTINUE, _ABORT = "/pause_generation", "/continue_generation", "/abort_request"
 _AUTH_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     400: {"description": "a bad body (the admin app's message)"},
     401: {"description": "no operator token, or one the admin app does not know"},
@@ -60,11 +58,12 @@ _AUTH_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
 }
 
 
-def _documented(model: type[BaseModel], *, barrier: bool) -> dict[str, Any]:
+def _documented(entry: Command) -> dict[str, Any]:
     """The route's OpenAPI extras: the body it passes on (it reads no body itself)."""
+    model = body_model(entry, lenient=True)
     schema = {"content": {"application/json": {"schema": model.model_json_schema()}}}
     responses = dict(_AUTH_RESPONSES)
-    if barrier:
+    if entry.barrier:
         responses[504] = {"description": "not every worker and the engine acknowledged"}
     return {"openapi_extra": {"requestBody": {**schema, "required": False}}, "responses": responses}
 
@@ -81,41 +80,39 @@ def barrier_wait_s(body: bytes) -> float:
     return float(value) if 0 < value <= MAX_BARRIER_TIMEOUT_S else DEFAULT_BARRIER_TIMEOUT_S
 
 
-async def _forward(request: Request, path: str, *, barrier: bool) -> dict[str, Any]:
-    admin: AdminClient = request.app.state.admin_client
-    admin.check_configured()
-    body = await request.body()
-    wait_s = barrier_wait_s(body) if barrier else 0.0
-    return await admin.forward(path, body, request.headers.get("authorization"), wait_s=wait_s)
+def _passing_on(entry: Command, path: str) -> Callable[[Request], Awaitable[dict[str, Any]]]:
+    """The handler that passes ``path`` on to the admin app, and wraps its answer in
+    SGLang's: ``{"message", "status": "ok"}`` with a barrier's operation under
+    ``operation``, or any other command's answer beside them."""
+
+    async def pass_on(request: Request) -> dict[str, Any]:
+        admin: AdminClient = request.app.state.admin_client
+        admin.check_configured()
+        body = await request.body()
+        timed = any(argument.name == "timeout_s" for argument in entry.arguments)
+        wait_s = barrier_wait_s(body) if timed else 0.0
+        answer = await admin.forward(
+            path, body, request.headers.get("authorization"), wait_s=wait_s
+        )
+        done = {"message": entry.route.sglang_message, "status": "ok"}
+        return {**done, "operation": answer} if entry.barrier else {**done, **answer}
+
+    pass_on.__name__ = path.strip("/")
+    pass_on.__doc__ = (
+        f"SGLang's name for the admin app's ``{entry.method} {entry.path}`` ({entry.summary}), "
+        "passed on to it with the caller's operator token."
+    )
+    return pass_on
 
 
-@router.post(_PAUSE, **_documented(SglangPauseRequest, barrier=True))
-async def pause_generation(request: Request) -> dict[str, Any]:
-    """Pause generation on every worker and the engine (the admin app's barrier, with the
-    caller's operator token): 200 once all acknowledged, 504 naming who did not."""
-    operation = await _forward(request, _PAUSE, barrier=True)
-    return {"message": "Generation paused successfully.", "status": "ok", "operation": operation}
-
-
-@router.post(_CONTINUE, **_documented(SglangContinueRequest, barrier=True))
-async def continue_generation(request: Request) -> dict[str, Any]:
-    """Resume generation (the admin app's barrier); the same answers as pause."""
-    operation = await _forward(request, _CONTINUE, barrier=True)
-    return {
-        "message": "Generation continued successfully.",
-        "status": "ok",
-        "operation": operation,
-    }
-
-
-@router.post(_ABORT, **_documented(AbortRequest, barrier=False))
-async def abort_request(request: Request) -> dict[str, Any]:
-    """Abort request ``rid``, or every request with ``abort_all``, in the engine: each ends
-    with finish reason abort, its client answered. 400 for neither; 200 whether or not
-    ``rid`` was in flight (no one knows which worker holds it: the engine is told for
-    each, ``sent_for``)."""
-    result = await _forward(request, _ABORT, barrier=False)
-    return {"message": "Abort sent to the engine.", "status": "ok", **result}
+for _entry in COMMANDS:
+    for _alias in _entry.aliases:
+        router.add_api_route(
+            _alias,
+            _passing_on(_entry, _alias),
+            methods=[_entry.method, *_entry.route.sglang_methods],
+            **_documented(_entry),
+        )
 
 
 def load_entry(load: LoadSnapshot | None, now_ns: int) -> dict[str, Any]:

@@ -160,7 +160,7 @@ class TestOperatorConsole:
             expect(operation).to_contain_text("Acknowledged: " + ", ".join(pause["acked"]))
             result = by_testid(page, "op-result")
             expect(result).to_have_attribute("data-kind", "ok")
-            expect(result).to_contain_text("Paused (in_place): acknowledged by engine")
+            expect(result).to_contain_text("Pause (in_place): acknowledged by engine")
             for worker in workers:
                 expect(by_testid(page, f"worker-row-{worker}")).to_have_attribute(
                     "data-state", "paused"

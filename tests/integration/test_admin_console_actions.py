@@ -140,7 +140,7 @@ class TestConsoleActions:
             assert answer.value.status == 200, answer.value.text()
             result = by_testid(page, "op-result")
             expect(result).to_have_attribute("data-kind", "ok")
-            expect(result).to_contain_text("Freeze GC: frozen in tokenizer_router")
+            expect(result).to_contain_text("Freeze GC: frozen tokenizer_router")
         with console_page(browser, stack, stack.viewer_token) as (page, _):
             expect(by_testid(page, "viewer-note")).to_be_visible()
             expect(by_testid(page, "freeze-gc-button")).to_have_attribute("aria-disabled", "true")

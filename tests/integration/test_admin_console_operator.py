@@ -131,7 +131,7 @@ class TestFreezeGc:
             result = by_testid(page, "op-result")
             expect(result).to_have_attribute("data-kind", "ok")
             expect(result).to_have_text(
-                f"Freeze GC: frozen in {', '.join(body['frozen'])}; "
+                f"Freeze GC: frozen {', '.join(body['frozen'])}; "
                 f"forwarded to {', '.join(body['forwarded_to'])}."
             )
             assert not problems.errors, problems.errors

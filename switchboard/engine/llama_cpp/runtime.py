@@ -122,6 +122,10 @@ class LlamaRuntime:
         """Drop every KV cell of ``sequence``: its cells serve other sequences at once."""
         self._api.llama_memory_seq_rm(self._memory, sequence, -1, -1)
 
+    def clear_memory(self) -> None:
+        """Drop every KV cell of every sequence (``llama_memory_clear``, data too)."""
+        self._api.llama_memory_clear(self._memory, True)
+
     def detokenize(self, ids: Sequence[int]) -> str:
         """The text of ``ids`` (special tokens dropped), for stop strings."""
         if not ids:

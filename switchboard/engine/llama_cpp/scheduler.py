@@ -43,7 +43,7 @@ from switchboard.engine.queueing import QueueingScheduler
 from switchboard.engine.sequences import FinishReason, Sequence, StepResult, StepRow
 from switchboard.engine.stopping import finish_reason
 
-__all__ = ["NO_EMBEDDINGS", "LlamaScheduler"]
+__all__ = ["NO_EMBEDDINGS", "CacheInUse", "LlamaScheduler"]
 
 #: The abort message of an embedding request: a generative model has no pooled output.
 NO_EMBEDDINGS = "the llama-cpp engine serves generation only, not embeddings"
@@ -53,6 +53,10 @@ RATE_WINDOW_S = 2.0
 
 #: What this engine tells the workers it honours (``LoadSnapshot.features``).
 FEATURES = ("logprobs", "logit_bias")
+
+
+class CacheInUse(RuntimeError):
+    """The KV cache holds the state of requests that are to go on."""
 
 
 class LlamaScheduler(QueueingScheduler):
@@ -210,6 +214,19 @@ class LlamaScheduler(QueueingScheduler):
         return StepRow(request, [token], finished, logprobs=entry)
 
     # ------------------------------------------------------------------ load
+
+    def flush_cache(self) -> int:
+        """Clear the KV cache; the cells it held. Refused (:class:`CacheInUse`) while a
+        request paused in place holds cells: clearing them would lose its state."""
+        if self.slots:
+            rids = ", ".join(rid for _, rid in list(self.slots)[:8])
+            raise CacheInUse(
+                f"{len(self.slots)} requests paused in place hold their KV cache ({rids}); "
+                "continue and let them finish, or pause with retract or abort first"
+            )
+        held = self.kv_cells_used()
+        self.runtime.clear_memory()
+        return held
 
     def kv_cells_used(self) -> int:
         """KV cells the running requests hold."""

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from app.body import decode_body
 from app.errors import ApiException, json_kind
 from app.main import create_app
-from app.models import Operation
 from app.settings import AdminSettings
+from router_core.control.replies import OperationOutcome
 
 OPS = "o" * 32
 EXAMPLE = 'send a JSON object, such as {"timeout_s":5.0}'
@@ -87,16 +87,19 @@ class TestDecodeBody:
 
 
 class Recorder:
-    """Stands in for the router's barriers: records what each was asked."""
+    """Stands in for the router's end of :meth:`RouterApi.call`: records each barrier's
+    command and arguments and answers it as complete."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None, float]] = []
 
-    def operation(self, action: str, mode: str | None) -> Operation:
-        return Operation(
+    async def call(self, command: Any, args: Any = None, *, by: str = "") -> OperationOutcome:
+        mode = getattr(args, "mode", None)
+        self.calls.append((command.name, mode, args.timeout_s))
+        return OperationOutcome(
             op_id="1-1",
             seq=1,
-            action=action,  # type: ignore[arg-type]
+            action=command.name,
             mode=mode,
             complete=True,
             acked=["engine"],
@@ -105,14 +108,6 @@ class Recorder:
             elapsed_s=0.0,
             finished_at=1.0,
         )
-
-    async def pause(self, mode: str, timeout_s: float, *, by: str = "") -> Operation:
-        self.calls.append(("pause", mode, timeout_s))
-        return self.operation("pause", mode)
-
-    async def resume(self, timeout_s: float, *, by: str = "") -> Operation:
-        self.calls.append(("continue", None, timeout_s))
-        return self.operation("continue", None)
 
 
 @pytest.fixture
@@ -130,8 +125,7 @@ def admin(
     headers = {"Authorization": f"Bearer {OPS}"}
     with TestClient(create_app(settings), headers=headers) as client:
         router = client.app.state.admin.router  # type: ignore[attr-defined]
-        monkeypatch.setattr(router, "pause", recorder.pause)
-        monkeypatch.setattr(router, "resume", recorder.resume)
+        monkeypatch.setattr(router, "call", recorder.call)
         yield client, recorder
 
 

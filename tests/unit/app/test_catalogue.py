@@ -18,21 +18,16 @@ from fastapi.testclient import TestClient
 
 from app import models, routers
 from app.audit import audit, audit_log
-from app.catalogue import (
-    COMMANDS,
-    PAUSE_MODES,
-    WORKER_ID,
-    Command,
-    ConsoleScope,
-    by_cli_name,
-    command,
-)
+from app.catalogue import COMMANDS, Command, by_cli_name, command
+from app.command_bodies import body_model
+from app.command_table import DOC, command_table, refreshed
 from app.main import create_app
 from app.settings import STATIC_DIR, AdminSettings
 from app.views import commands_of
+from router_core.control.command_model import ConsoleScope
+from router_core.wire.control import PAUSE_MODES
 from switchboard.admin_cli import CLI_COMMANDS, COMMAND_NAMES, add_parsers
-from switchboard.admin_cli.commands import COMMANDS as CLI_HANDLERS
-from switchboard.admin_cli.commands import execute
+from switchboard.admin_cli.commands import RENDERINGS, execute
 
 REPO = Path(__file__).resolve().parents[3]
 #: Routes that are no command: the console's page and the unauthenticated probes.
@@ -99,13 +94,16 @@ class TestEntries:
             assert in_path == arguments, entry.name
 
     def test_pause_modes_and_defaults_are_the_models(self) -> None:
-        """The API's PauseMode and its request defaults are the catalogue's."""
+        """The API's PauseMode, the pause's choices and its bodies' defaults are the
+        struct's, for the admin path and SGLang's alias alike."""
         assert get_args(models.PauseMode) == PAUSE_MODES
         mode, timeout = command("pause").arguments
-        for body in (models.PauseRequest(), models.SglangPauseRequest()):
-            assert (body.mode, body.timeout_s) == (mode.default, timeout.default)
-        for resume in (models.ContinueRequest(), models.SglangContinueRequest()):
-            assert resume.timeout_s == timeout.default
+        assert mode.choices == PAUSE_MODES
+        for lenient in (False, True):
+            body = body_model(command("pause"), lenient=lenient)()
+            assert body.model_dump() == {"mode": mode.default, "timeout_s": timeout.default}
+            resume = body_model(command("continue"), lenient=lenient)()
+            assert resume.model_dump() == {"timeout_s": timeout.default}
 
     def test_console_actions_fit_their_scope(self) -> None:
         """A worker action names the worker states it applies in; no other action does."""
@@ -115,7 +113,7 @@ class TestEntries:
                 continue
             assert entry.console.scope in get_args(ConsoleScope)
             if entry.console.scope == "worker":
-                assert WORKER_ID in entry.arguments
+                assert "worker_id" in {argument.name for argument in entry.arguments}
                 assert entry.console.states and set(entry.console.states) <= states
             else:
                 assert entry.console.states == ()
@@ -208,7 +206,9 @@ class TestCli:
         _, sub = self.parser()
         assert list(sub.choices) == list(by_cli_name()) == list(CLI_COMMANDS)
         assert set(CLI_COMMANDS) == COMMAND_NAMES
-        assert set(CLI_HANDLERS) == {entry.name for entry in CLI_COMMANDS.values()}
+        assert {entry.cli.render for entry in CLI_COMMANDS.values() if entry.cli} <= set(
+            RENDERINGS
+        )
 
     def test_arguments_become_options(self) -> None:
         """Body arguments are options, path arguments positionals, each with its default."""
@@ -272,6 +272,13 @@ class TestConsole:
 
 class TestDocs:
     """docs/operations.md lists every route and every CLI command of the catalogue."""
+
+    def test_the_command_table_is_the_objects(self) -> None:
+        """The guide's generated table is exactly what the command objects give now
+        (``python -m app.command_table`` rewrites it)."""
+        text = DOC.read_text()
+        assert refreshed(text) == text, "run: python -m app.command_table"
+        assert command_table().count("\n") == len(COMMANDS) + 1
 
     def test_operations_md(self) -> None:
         """Each entry's method and path (a worker's id written ``{id}``), and each CLI

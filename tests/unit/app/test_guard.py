@@ -171,12 +171,12 @@ class TestRefusalsAreAudited:
     ) -> None:
         """A handler that raises: 500, audited as an internal error."""
 
-        async def broken() -> None:
+        async def broken(*args: object, **kwargs: object) -> None:
             raise RuntimeError("boom")
 
         with served_app.client() as client:
             client.get("/healthz")  # the lifespan has run: the router client exists
-            monkeypatch.setattr(served_app.app.state.admin.router, "freeze_gc", broken)
+            monkeypatch.setattr(served_app.app.state.admin.router, "call", broken)
             assert client.post("/api/freeze_gc").status_code == 500
         record = served_app.only_record()
         assert (record["status"], record["result"], record["reason"]) == (

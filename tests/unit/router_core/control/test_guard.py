@@ -25,10 +25,10 @@ from router_core.control import (
     ErrorCode,
     ReplyTo,
 )
-from router_core.control.commands import AuditedCall
 from router_core.control.guard import MAX_ARGS_CHARS, ControlGuard, args_text, outcome_of
 from router_core.control.protocol import ControlReply, decode_reply, encode, ok
 from router_core.control.replies import OperationOutcome
+from router_core.control.table import AuditedCall
 from tests.unit.router_core.control.command_table import (
     COMMANDS,
     WAIT_S,

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from router_core.control.commands import ReplyTo
+from router_core.control.table import ReplyTo
 from router_core.endpoints import RouterEndpoints
 from router_core.tokenizer_router.commands import COMMANDS, Handled
 from router_core.tokenizer_router.core import RouterCore

@@ -7,7 +7,7 @@ import random
 
 import msgspec
 
-from router_core.control.commands import DEFERRED
+from router_core.control.table import DEFERRED
 from router_core.tokenizer_router.effects import Persist, Send
 from router_core.wire import Kind, decode_header
 from router_core.wire.control import ENGINE, PauseContinueBroadcast, PauseRequest

@@ -135,4 +135,4 @@ class TestWorkerId:
         with pytest.raises(SystemExit) as caught:
             main(["drain", "a b", "--url=http://127.0.0.1:9"])
         assert caught.value.code == 2
-        assert capsys.readouterr().err.startswith("switchboard drain: error: argument ID: ")
+        assert capsys.readouterr().err.startswith("switchboard drain: error: argument WORKER_ID: ")
