@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pydantic.fields import FieldInfo
@@ -24,7 +25,11 @@ from switchboard.supervisor.settings import (
     load_settings,
 )
 
-__all__ = ["add_parser", "run"]
+__all__ = ["DEFAULT_WAIT_TIMEOUT_S", "add_parser", "run"]
+
+#: How long ``--detach`` waits by default: the stack's own startup bound (60 s) plus a
+#: first run's tokenizer training and model load before it.
+DEFAULT_WAIT_TIMEOUT_S = 180.0
 
 _DESCRIPTION = """\
 Start the whole stack (router, detokenizer router, detokenizers, the built-in engine, the
@@ -34,7 +39,11 @@ workers and stop everything. With no admin token configured, one operator token 
 generated and the console URL on the serving line carries it.
 
 Each setting is a flag, a SWITCHBOARD_* environment variable, or a key of the --config
-TOML file; flags win over the environment, the environment over the file."""
+TOML file; flags win over the environment, the environment over the file.
+
+With --detach the stack runs in the background, its output in <run dir>/supervisor.log,
+and up returns once it serves; switchboard logs shows that log, switchboard down stops
+the stack."""
 
 
 def _default_text(info: FieldInfo) -> str:
@@ -67,6 +76,7 @@ def add_parser(sub: Any) -> None:
         "flag, with underscores); an unknown key is an error (default: none, flags, "
         "environment and defaults only)",
     )
+    _add_detach_flags(parser)
     old_names: dict[str, list[str]] = {}
     for old, name in RENAMED.items():
         old_names.setdefault(name, []).append(old)
@@ -94,13 +104,111 @@ def add_parser(sub: Any) -> None:
             )
 
 
+def _add_detach_flags(parser: argparse.ArgumentParser) -> None:
+    # SUPPRESS, as for the settings: the namespace holds only what was given.
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="start the stack in the background (a session of its own, output appended to "
+        "<run dir>/supervisor.log; needs a run dir) and exit 0 once it serves, printing "
+        "its URLs, run dir and supervisor pid; non-zero, naming the cause, if it does not",
+    )
+    parser.add_argument(
+        "--wait-timeout-s",
+        type=_positive_seconds,
+        default=argparse.SUPPRESS,
+        metavar="S",
+        help="with --detach, how long to wait for the stack to serve before stopping it "
+        f"and failing (default {DEFAULT_WAIT_TIMEOUT_S:g})",
+    )
+    # How a detached supervisor learns the token its starter waits for (an operator has
+    # no use for it, but every flag of up has its help).
+    parser.add_argument(
+        "--detached-incarnation",
+        metavar="TOKEN",
+        default=argparse.SUPPRESS,
+        help="given by up --detach to the supervisor it starts: run as the run dir's "
+        "detached supervisor, recording TOKEN in <run dir>/supervisor.json (default: "
+        "none, a supervisor in the foreground)",
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def _child_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of a detached supervisor: this ``up``'s settings, no --detach."""
+    argv = [sys.executable, "-m", "switchboard.cli", "up"]
+    if args.config is not None:
+        argv += ["--config", args.config]
+    for name, value in _given_flags(args).items():
+        if isinstance(value, bool):
+            argv.append(flag_name(name) if value else f"--no-{flag_name(name)[2:]}")
+        else:
+            argv += [flag_name(name), str(value)]
+    return argv
+
+
 def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
     given = vars(args)
     return {name: given[name] for name in StackSettings.model_fields if name in given}
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the stack until SIGTERM; the exit status (2 for a bad setting, in one line)."""
+    """Run the stack until SIGTERM; the exit status (2 for a bad setting, in one line).
+
+    With ``--detach``, start it in the background and return once it serves
+    (:func:`~switchboard.supervisor.detach.start_detached`); with
+    ``--detached-incarnation``, be that background supervisor, the run directory's
+    (:func:`~switchboard.supervisor.stack_record.detached_record`).
+    """
+    try:
+        settings = load_settings(_given_flags(args), config_file=args.config)
+    except SettingsError as exc:
+        print(f"switchboard up: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "detach", False):
+        from switchboard.supervisor.detach import start_detached
+
+        wait_s = getattr(args, "wait_timeout_s", DEFAULT_WAIT_TIMEOUT_S)
+        return start_detached(settings, _child_argv(args), wait_s, sys.stdout, sys.stderr)
+    incarnation = getattr(args, "detached_incarnation", None)
+    if incarnation is None:
+        return _supervise(settings)
+    return _supervise_detached(settings, incarnation)
+
+
+def _supervise_detached(settings: StackSettings, incarnation: str) -> int:
+    from router_core.run_dir import RunDirError, make_private
+    from switchboard.supervisor.stack_record import LockBusy, detached_record
+
+    if settings.run_dir is None:
+        print("switchboard up: a detached supervisor needs a run dir", file=sys.stderr)
+        return 2
+    try:
+        run_dir = make_private(settings.run_dir.expanduser()).resolve()
+        with detached_record(run_dir, incarnation) as announce:
+            return _supervise(settings, on_serving=announce)
+    except LockBusy:
+        print(
+            f"switchboard up: a stack is already running from run dir {settings.run_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    except (RunDirError, OSError) as exc:
+        print(f"switchboard up: run_dir {settings.run_dir}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _supervise(settings: StackSettings, on_serving: Callable[[str], None] | None = None) -> int:
     # Imported here: every switchboard command builds this subcommand's parser, and the
     # routers, engine and detokenizers it starts should not pay for the supervisor.
     from switchboard.supervisor.preflight import preflight
@@ -108,7 +216,6 @@ def run(args: argparse.Namespace) -> int:
     from switchboard.supervisor.supervise import Supervisor
 
     try:
-        settings = load_settings(_given_flags(args), config_file=args.config)
         configure_logging(settings.log_level_number())
         # The readiness probes poll /health; one log line per probe is noise.
         logging.getLogger("httpx").setLevel(max(logging.WARNING, settings.log_level_number()))
@@ -121,4 +228,4 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"switchboard up: cannot create the run dir: {exc}", file=sys.stderr)
         return 2
-    return Supervisor(settings, run_dir, tokenizer=tokenizer).run()
+    return Supervisor(settings, run_dir, tokenizer=tokenizer, on_serving=on_serving).run()

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import TextIO
@@ -67,7 +67,8 @@ class Supervisor:
     supervisor's own control requests carry it); the supervisor closes it when it stops. With
     ``settings.metrics`` it owns ``<run dir>/metrics`` (:class:`MetricsDirectory`): made
     empty before the first child starts, a child's live gauges retired whenever it exits,
-    removed at the end. Nothing happens before :meth:`run`.
+    removed at the end. ``on_serving`` is called with the serving line once it is printed
+    (a detached supervisor records it for its starter). Nothing happens before :meth:`run`.
     """
 
     def __init__(
@@ -76,8 +77,10 @@ class Supervisor:
         run_dir: RunDirectory,
         out: TextIO = sys.stdout,
         tokenizer: TextCodec | None = None,
+        on_serving: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.on_serving = on_serving
         self.run_dir = run_dir
         #: The workers' tokenizer as preflight loaded it (None: loaded when needed).
         self.tokenizer = tokenizer
@@ -170,7 +173,10 @@ class Supervisor:
         except StartupFailed as exc:
             log.error("startup failed: %s", exc)
             return 1
-        print(self.serving_line(), file=self.out, flush=True)
+        line = self.serving_line()
+        print(line, file=self.out, flush=True)
+        if self.on_serving is not None:
+            self.on_serving(line)
         self._watch()
         workers = [child for child in self.children if child.spec.role == "worker"]
         router = next(child for child in self.children if child.spec.role == "router")
