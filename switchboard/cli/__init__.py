@@ -51,6 +51,8 @@ SUBCOMMANDS: Final[Mapping[str, Subcommand]] = MappingProxyType(
         "worker": Subcommand("switchboard.worker.cli"),
         "admin": Subcommand("switchboard.cli.admin"),
         "up": Subcommand("switchboard.supervisor.cli", light=False),
+        "down": Subcommand("switchboard.cli.down"),
+        "logs": Subcommand("switchboard.cli.logs"),
         "ctl": Subcommand("switchboard.cli.ctl"),
         "bench": Subcommand("switchboard.cli.bench"),
         "models": Subcommand("switchboard.models.cli"),
