@@ -118,7 +118,7 @@ def _configure(sock: zmq.Socket[Any]) -> None:
 class ControlClient:
     """Blocking client; one call at a time (not thread-safe, like a zmq socket).
 
-    ``call`` raises :class:`ControlError` for an error reply and :class:`ControlTimeout`
+    ``request`` raises :class:`ControlError` for an error reply and :class:`ControlTimeout`
     when the server does not answer within ``timeout_s``. Requests carry their deadline,
     so a server that reads one too late drops it; after a timeout the socket is replaced
     too, so the request is not even delivered. Each carries ``key`` (None: none) and
@@ -149,8 +149,8 @@ class ControlClient:
             self._socket = sock
         return self._socket
 
-    def call(self, command: str, /, *, reply_timeout_s: float | None = None, **args: Any) -> Any:
-        """Run ``command`` with ``args`` and return its result.
+    def _call(self, command: str, /, *, reply_timeout_s: float | None = None, **args: Any) -> Any:
+        """Run ``command`` with ``args`` and return its result as plain data.
 
         The reply is awaited for ``reply_timeout_s`` (default: the client's
         ``timeout_s``), and always a little longer than a ``timeout_s`` argument that
@@ -195,7 +195,7 @@ class ControlClient:
         """Run ``command`` (default arguments when ``args`` is None) and return its reply
         as the command's reply type; a reply of another shape is ``ControlError``
         (``INTERNAL``)."""
-        result = self.call(command.name, reply_timeout_s=reply_timeout_s, **_arguments(args))
+        result = self._call(command.name, reply_timeout_s=reply_timeout_s, **_arguments(args))
         return _typed(command, result)
 
     def close(self) -> None:
@@ -264,7 +264,7 @@ class AsyncControlClient:
             self._socket = sock
             self._reader = asyncio.create_task(self._read_replies())
 
-    async def call(
+    async def _call(
         self,
         command: str,
         /,
@@ -273,8 +273,8 @@ class AsyncControlClient:
         actor: str | None = None,
         **args: Any,
     ) -> Any:
-        """Run ``command`` with ``args`` and return its result (see ``ControlClient.call``);
-        ``actor`` instead of the client's, if given."""
+        """Run ``command`` with ``args`` and return its result as plain data (see
+        ``ControlClient._call``); ``actor`` instead of the client's, if given."""
         if self._socket is None:
             await self.start()
         assert self._socket is not None
@@ -301,8 +301,9 @@ class AsyncControlClient:
         reply_timeout_s: float | None = None,
         actor: str | None = None,
     ) -> ReplyT:
-        """The typed call (see ``ControlClient.request``; ``actor`` as for :meth:`call`)."""
-        result = await self.call(
+        """The typed call (see ``ControlClient.request``); ``actor`` instead of the
+        client's, if given."""
+        result = await self._call(
             command.name, reply_timeout_s=reply_timeout_s, actor=actor, **_arguments(args)
         )
         return _typed(command, result)

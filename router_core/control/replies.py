@@ -50,8 +50,15 @@ PauseAction = Literal["pause", "continue"]
 OperationResult = Literal["complete", "timeout"]
 
 
-class WorkerView(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One worker as ``list_workers`` and ``get_worker`` show it.
+class WorkerView(
+    msgspec.Struct,
+    kw_only=True,
+    omit_defaults=True,
+    rename={"worker_id": "id", "address": "endpoint", "last_seen_s_ago": "last_heartbeat_s_ago"},
+):
+    """One worker as ``list_workers`` and ``get_worker`` show it, under the admin API's
+    field names (``id``, ``endpoint``, ``last_heartbeat_s_ago``: ``switchboard ctl
+    list_workers`` and ``GET /api/workers`` spell every field alike).
 
     Times ending in ``_at`` are Unix seconds; ``*_s_ago`` are seconds before the reply.
     A departed worker is shown in state ``dead`` with why and how long ago it left.

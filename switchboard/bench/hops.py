@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import zmq
 
 from router_core.control import ControlClient
+from router_core.control.commands import STATUS
 from router_core.endpoints import RouterEndpoints
 from router_core.process import serve_until_signalled
 from router_core.tokenizer_router import RouterSettings, TokenizerRouter
@@ -68,7 +70,7 @@ def report_router_status(report: Report, control: str) -> None:
     context = zmq.Context()
     try:
         with ControlClient(control, timeout_s=5.0, context=context, actor="bench") as client:
-            report.send(("status", client.call("status")))
+            report.send(("status", msgspec.to_builtins(client.request(STATUS))))
     finally:
         context.term()
 

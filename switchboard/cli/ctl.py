@@ -17,7 +17,7 @@ from typing import Any
 from switchboard.cli.access import client_key
 from switchboard.cli.support import UsageError, run_dir, seconds
 
-__all__ = ["add_parser", "endpoint", "parse_arguments", "run"]
+__all__ = ["add_parser", "endpoint", "parse_arguments", "run", "typed_request"]
 
 
 def add_parser(sub: Any) -> None:
@@ -88,18 +88,41 @@ def endpoint(args: argparse.Namespace, directory: str | None) -> str:
     return RouterEndpoints.in_run_dir(directory).control
 
 
+def typed_request(name: str, pairs: Sequence[str], *, detok_router: bool) -> tuple[Any, Any]:
+    """The command ``name`` of the chosen router and its argument struct from ``pairs``;
+    UsageError naming the command's arguments for an unknown name or a bad argument."""
+    import msgspec
+
+    from router_core.control.commands import (
+        DETOKENIZER_ROUTER_COMMANDS,
+        TOKENIZER_ROUTER_COMMANDS,
+    )
+
+    commands = DETOKENIZER_ROUTER_COMMANDS if detok_router else TOKENIZER_ROUTER_COMMANDS
+    command = commands.get(name)
+    if command is None:
+        raise UsageError(f"no command {name!r}; known: {', '.join(sorted(commands))}")
+    try:
+        args = msgspec.convert(parse_arguments(pairs), command.args_type)
+    except msgspec.ValidationError as exc:
+        fields = ", ".join(f"{each.name}=" for each in command.arguments) or "none"
+        raise UsageError(f"{name}: {exc} (its arguments: {fields})") from None
+    return command, args
+
+
 def run(args: argparse.Namespace) -> int:
     """0 with the result on stdout; 1 with the router's error on stderr."""
     import msgspec
 
     from router_core.control import ControlClient, ControlError
 
+    command, parsed = typed_request(args.name, args.args, detok_router=args.detok_router)
     directory = run_dir(args)
     target = endpoint(args, directory)
     key = client_key(args, directory)
     with ControlClient(target, timeout_s=args.timeout_s, key=key, actor=args.actor) as client:
         try:
-            result = client.call(args.name, **parse_arguments(args.args))
+            result = client.request(command, parsed)
         except ControlError as exc:
             print(f"switchboard ctl: {exc}", file=sys.stderr)
             return 1

@@ -11,16 +11,22 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import httpx
 import msgspec
 
-from router_core.control import ControlClient, ControlError
+from router_core.control import ControlClient, ControlCommand, ControlError
+from router_core.control.commands import LIST_WORKERS, LOAD
+from router_core.control.commands import STATUS as ROUTER_STATUS
+from router_core.control.replies import WorkerView
 from switchboard.supervisor.children import Child, ReadyCheck, describe_exit
 from switchboard.supervisor.layout import http_url
 
 __all__ = ["Probes", "StartupAborted", "StartupFailed", "http_url", "wait_until_ready"]
+
+Args = TypeVar("Args", bound=msgspec.Struct)
+Reply = TypeVar("Reply")
 
 log = logging.getLogger("switchboard.supervisor")
 
@@ -65,22 +71,27 @@ class Probes:
         """Whether the child behind ``check`` is ready now."""
         return self._table[check.kind](check.target)
 
-    def call(
-        self, endpoint: str, command: str, *, timeout_s: float = _PROBE_TIMEOUT_S, **args: Any
-    ) -> Any:
-        """``command`` on ``endpoint`` as plain data; ControlError (ControlTimeout after
+    def request(
+        self,
+        endpoint: str,
+        command: ControlCommand[Args, Reply],
+        args: Args | None = None,
+        *,
+        timeout_s: float = _PROBE_TIMEOUT_S,
+    ) -> Reply:
+        """``command``'s typed reply from ``endpoint``; ControlError (ControlTimeout after
         ``timeout_s``) if it fails."""
         client = self._clients.get(endpoint)
         if client is None:
             client = self._clients[endpoint] = ControlClient(
                 endpoint, timeout_s=timeout_s, key=self._key, actor="supervisor"
             )
-        return msgspec.to_builtins(client.call(command, reply_timeout_s=timeout_s, **args))
+        return client.request(command, args, reply_timeout_s=timeout_s)
 
     def control_answers(self, endpoint: str) -> bool:
         """The control socket at ``endpoint`` answers ``status``."""
         try:
-            self.call(endpoint, "status")
+            self.request(endpoint, ROUTER_STATUS)
         except ControlError:
             return False
         return True
@@ -95,14 +106,14 @@ class Probes:
     def engine_reporting(self, _: str = "") -> bool:
         """The router holds a load snapshot from the engine."""
         try:
-            return self.call(self.router_control, "load") is not None
+            return self.request(self.router_control, LOAD) is not None
         except ControlError:
             return False
 
-    def workers(self, timeout_s: float = _PROBE_TIMEOUT_S) -> dict[str, dict[str, Any]]:
+    def workers(self, timeout_s: float = _PROBE_TIMEOUT_S) -> dict[str, WorkerView]:
         """The router's registry by worker id; ControlError if the router does not answer."""
-        listed = self.call(self.router_control, "list_workers", timeout_s=timeout_s)
-        return {record["worker_id"]: record for record in listed}
+        listed = self.request(self.router_control, LIST_WORKERS, timeout_s=timeout_s)
+        return {view.worker_id: view for view in listed}
 
     def worker_serving(self, worker_id: str) -> bool:
         """Worker ``worker_id`` is registered and admitting, and ``/health`` answers 200."""
@@ -110,7 +121,7 @@ class Probes:
             record = self.workers().get(worker_id)
         except ControlError:
             return False
-        if record is None or record["state"] not in _ADMITTING:
+        if record is None or record.state not in _ADMITTING:
             return False
         return self.http_healthy()
 

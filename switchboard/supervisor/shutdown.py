@@ -8,6 +8,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from router_core.control import ControlError
+from router_core.control.command_args import WorkerArgs
+from router_core.control.commands import DRAIN
+from router_core.control.replies import WorkerView
 from switchboard.supervisor.children import Child, describe_exit
 from switchboard.supervisor.readiness import Probes
 
@@ -22,17 +25,15 @@ _CONTROL_TIMEOUT_S = 2.0
 _KILL_WAIT_S = 5.0
 
 
-def _undrained(
-    workers: Sequence[Child], registry: dict[str, dict[str, object]]
-) -> dict[str, object]:
+def _undrained(workers: Sequence[Child], registry: dict[str, WorkerView]) -> dict[str, int]:
     """In-flight counts of running workers the registry does not yet show drained and empty."""
-    left: dict[str, object] = {}
+    left: dict[str, int] = {}
     for child in workers:
         record = registry.get(child.spec.worker_id or "")
         if record is None or not child.alive():
             continue  # gone from the registry or dead: nothing left to wait for
-        if record["state"] != "drained" or record["inflight"] != 0:
-            left[child.name] = record["inflight"]
+        if record.state != "drained" or record.inflight != 0:
+            left[child.name] = record.inflight
     return left
 
 
@@ -57,10 +58,10 @@ def drain_workers(
         if child.spec.worker_id is None or not child.alive():
             continue
         try:
-            probes.call(
+            probes.request(
                 probes.router_control,
-                "drain",
-                worker_id=child.spec.worker_id,
+                DRAIN,
+                WorkerArgs(worker_id=child.spec.worker_id),
                 timeout_s=_CONTROL_TIMEOUT_S,
             )
         except ControlError as exc:
@@ -69,7 +70,7 @@ def drain_workers(
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            left: dict[str, object] | None = _undrained(workers, probes.workers(_CONTROL_TIMEOUT_S))
+            left: dict[str, int] | None = _undrained(workers, probes.workers(_CONTROL_TIMEOUT_S))
         except ControlError as exc:
             if not router.alive():
                 log.warning("the router exited; stopping without the rest of the drain")

@@ -120,7 +120,7 @@ def table_ids(stack: AdminStack) -> list[str]:
 def router_order(stack: AdminStack) -> list[str]:
     """The registered workers in the order the router holds them (``ctl list_workers``)."""
     done = cli(None, "ctl", "--run-dir", str(stack.run_dir), "list_workers")
-    return [worker["worker_id"] for worker in json.loads(succeeded(done))]
+    return [worker["id"] for worker in json.loads(succeeded(done))]
 
 
 def api(stack: AdminStack, method: str, path: str, **kwargs: Any) -> Any:

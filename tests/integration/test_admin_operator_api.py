@@ -247,7 +247,7 @@ def router_order(stack: AdminStack) -> list[str]:
     )
     reply: Any = json.loads(result.stdout)
     views = reply["workers"] if isinstance(reply, dict) else reply
-    return [view["worker_id"] for view in views]
+    return [view["id"] for view in views]
 
 
 class TestWorkerOrder:

@@ -65,7 +65,7 @@ class TestControlErrors:
             timeout=30,
         )
         assert good.returncode == 0, good.stderr
-        assert json.loads(good.stdout)["worker_id"] == "w0"
+        assert json.loads(good.stdout)["id"] == "w0"
         bad = subprocess.run(
             [*ctl, "get_worker", "worker_id=nobody"],
             check=False,

@@ -17,6 +17,7 @@ import pytest
 from router_core.control import ControlClient, ControlError, ErrorCode
 from router_core.endpoints import RouterEndpoints
 from tests.integration.harness import Stack, wait_until
+from tests.integration.harness.control import ask
 from tests.integration.harness.stack import FAST_ROUTER_ARGS, router_socket_files
 
 pytestmark = pytest.mark.integration
@@ -50,7 +51,7 @@ class TestControlKey:
             for key in (None, "0" * 64):
                 client = ControlClient(endpoint, timeout_s=5.0, context=stack.context, key=key)
                 with client, pytest.raises(ControlError) as refused:
-                    client.call("status")
+                    ask(client, "status")
                 assert refused.value.code is ErrorCode.UNAUTHORIZED, endpoint
                 assert str(key_file) in refused.value.message
         for handle in (router, detok):
@@ -78,7 +79,7 @@ class TestControlKey:
         seq = router.ctl("status")["last_op_seq"]
         eve = ControlClient(router.endpoints.control, context=stack.context, actor="eve")
         with eve, pytest.raises(ControlError):
-            eve.call("pause")
+            ask(eve, "pause")
         assert router.ctl("status")["last_op_seq"] == seq  # the refused pause never ran
         records = [
             {k: record[k] for k in ("who", "via", "at", "action", "result", "reason")}
@@ -130,7 +131,7 @@ class TestControlKey:
             def answers() -> bool:
                 proc.assert_running()
                 try:
-                    return bool(client.call("status", reply_timeout_s=0.25))
+                    return bool(ask(client, "status", reply_timeout_s=0.25))
                 except ControlError:
                     return False
 

@@ -26,7 +26,7 @@ _ARGS: dict[str, msgspec.Struct] = {
 }
 
 #: Fields that move between two calls made a moment apart.
-_MOVING = {"uptime_s", "age_s", "last_seen_s_ago", "elapsed_s", "finished_at", "counters"}
+_MOVING = {"uptime_s", "age_s", "last_heartbeat_s_ago", "elapsed_s", "finished_at", "counters"}
 
 
 def _same_shape(typed: Any, raw: Any) -> None:
@@ -66,7 +66,7 @@ class TestTypedReplies:
         assert replies["metrics"].engine.up is True
         for name in ("status", "list_workers", "get_worker", "load", "freeze_gc", "metrics"):
             command = spec.TOKENIZER_ROUTER_COMMANDS[name]
-            raw = client.call(name, **msgspec.to_builtins(_ARGS.get(name) or spec.NoArgs()))
+            raw = client._call(name, **msgspec.to_builtins(_ARGS.get(name) or spec.NoArgs()))
             _same_shape(client.request(command, _ARGS.get(name)), raw)
 
     def test_detokenizer_router_commands_decode_as_their_types(self, stack: Stack) -> None:
@@ -76,4 +76,4 @@ class TestTypedReplies:
         metrics = detok.control.request(spec.DETOK_METRICS)
         assert (status.role, status.detokenizers) == ("detokenizer_router", 2)
         assert metrics.process == "detokenizer_router" and metrics.backlog_messages == 0
-        _same_shape(detok.control.request(spec.DETOK_STATUS), detok.control.call("status"))
+        _same_shape(detok.control.request(spec.DETOK_STATUS), detok.control._call("status"))

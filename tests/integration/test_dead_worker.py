@@ -94,7 +94,7 @@ class TestDeadWorker:
                 handle.process.assert_running()
             peak = max(peak, router_proc.memory_info().rss)
             if gone_after is None:
-                listed = {v["worker_id"] for v in router.ctl("list_workers")}
+                listed = {v["id"] for v in router.ctl("list_workers")}
                 assert {"w0", "w1"} <= listed, f"a survivor left the registry: {listed}"
                 if "w2" not in listed:
                     gone_after = time.monotonic() - killed_at

@@ -25,6 +25,7 @@ from tests.integration.harness import (
     socket_files,
     wait_until,
 )
+from tests.integration.harness.control import ask
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +162,7 @@ class TestParentDeath:
 
                 def answers() -> bool:
                     try:
-                        return bool(client.call("status", reply_timeout_s=0.25))
+                        return bool(ask(client, "status", reply_timeout_s=0.25))
                     except ControlTimeout:
                         return False
 

@@ -9,11 +9,13 @@ import signal
 import time
 from typing import Any
 
+import msgspec
 import pytest
 import zmq
 import zmq.asyncio
 
 from router_core.control import AsyncControlClient, ControlRequest
+from router_core.control.commands import TOKENIZER_ROUTER_COMMANDS
 from router_core.control.protocol import decode_reply, encode
 from router_core.wire import Kind, decode_header, frame_message
 from router_core.wire.control import WorkerRegistration
@@ -39,7 +41,7 @@ def start_four(stack: Stack, *router_args: str) -> tuple[Any, list[StandInHandle
 
 
 def states(router: Any) -> dict[str, str]:
-    return {view["worker_id"]: view["state"] for view in router.ctl("list_workers")}
+    return {view["id"]: view["state"] for view in router.ctl("list_workers")}
 
 
 class TestBarrier:
@@ -114,9 +116,16 @@ class TestBarrier:
                 async with AsyncControlClient(
                     router.endpoints.control, timeout_s=20.0, context=context, key=stack.key
                 ) as client:
-                    return await asyncio.gather(
-                        *(client.call(command, **args) for command, args in calls)
+                    replies = await asyncio.gather(
+                        *(
+                            client.request(
+                                TOKENIZER_ROUTER_COMMANDS[command],
+                                msgspec.convert(args, TOKENIZER_ROUTER_COMMANDS[command].args_type),
+                            )
+                            for command, args in calls
+                        )
                     )
+                    return [msgspec.to_builtins(reply) for reply in replies]
 
         outcomes = asyncio.run(run_all())
         seqs = [o["seq"] for o in outcomes]
@@ -176,7 +185,7 @@ class TestBarrier:
         assert outcome["departed"] == ["mute"]
         assert outcome["acked"] == ["engine", "w0"]
         assert elapsed < 3.0, f"answered after {elapsed:.2f}s, not at the 5 s deadline"
-        assert sorted(v["worker_id"] for v in router.ctl("list_workers")) == ["heir", "w0"]
+        assert sorted(v["id"] for v in router.ctl("list_workers")) == ["heir", "w0"]
 
     def test_a_worker_registering_while_paused_starts_paused(self, stack: Stack) -> None:
         """A worker that registers after a pause is told so in its RegistrationReply (with

@@ -52,7 +52,7 @@ class TestDrain:
             return view
 
         view = router.ctl("drain", worker_id="w0")
-        assert view["state"] == "draining" and view["worker_id"] == "w0"
+        assert view["state"] == "draining" and view["id"] == "w0"
         worker.wait_for(lambda r: r["state"] == "draining", 5.0, "draining")
         wait_until(lambda: listed()["inflight"] == 3, 5.0, "router to see 3 in flight")
         assert listed()["state"] == "draining"
@@ -132,7 +132,7 @@ class TestRegistry:
         report = twice.wait_for(lambda r: r["reg_replies"] >= 2, 5.0, "two replies")
         assert report["reg_accepted"] == 2 and report["reg_sent"] == 2
         listed = router.ctl("list_workers")
-        assert sorted(v["worker_id"] for v in listed) == ["w0", "w1"]
+        assert sorted(v["id"] for v in listed) == ["w0", "w1"]
         status = router.ctl("status")
         assert status["workers"] == {"serving": 2}
         assert status["counters"]["registrations"] == {"accepted": 3}
@@ -145,7 +145,7 @@ class TestRegistry:
         leaving = stack.start_worker("w1")
         assert leaving.process.terminate(timeout=5.0) == 0
         wait_until(
-            lambda: [v["worker_id"] for v in router.ctl("list_workers")] == ["w0"],
+            lambda: [v["id"] for v in router.ctl("list_workers")] == ["w0"],
             1.0,  # well inside the 1.5 s heartbeat timeout
             "w1 to leave list_workers",
         )
@@ -231,7 +231,7 @@ class TestRegistry:
         assert report["reg_accepted"] >= 1
         worker.wait_for(lambda r: r["reg_accepted"] >= 2, 5.0, "registered again")
         wait_until(
-            lambda: [v["worker_id"] for v in restarted.ctl("list_workers")] == ["w0"],
+            lambda: [v["id"] for v in restarted.ctl("list_workers")] == ["w0"],
             3.0,
             "w0 listed by the restarted router",
         )

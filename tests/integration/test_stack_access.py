@@ -18,6 +18,7 @@ import pytest
 from router_core.control import ControlClient, ControlError, ErrorCode
 from router_core.credentials import KEY_FILE, read_key
 from router_core.endpoints import ROUTER_STATE_FILE, DetokenizerRouterEndpoints, RouterEndpoints
+from tests.integration.harness.control import ask
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import REPO_ROOT
 from tests.integration.harness.supervisor import Stacks, refuse
@@ -73,14 +74,14 @@ class TestStackUnderUmask000:
             for endpoint in controls:
                 keyless = ControlClient(endpoint, timeout_s=5.0, context=context)
                 with keyless, pytest.raises(ControlError) as refused:
-                    keyless.call("status")
+                    ask(keyless, "status")
                 assert refused.value.code is ErrorCode.UNAUTHORIZED, endpoint
                 with ControlClient(endpoint, timeout_s=5.0, context=context, key=key) as keyed:
-                    assert keyed.call("status")["pid"] > 0
+                    assert ask(keyed, "status")["pid"] > 0
         for words in (("status",), ("--detok-router", "status"), ("list_workers",)):
             done = _ctl(run_dir, *words)
             assert done.returncode == 0, done.stderr
-        assert [worker["worker_id"] for worker in json.loads(done.stdout)] == ["w0"]
+        assert [worker["id"] for worker in json.loads(done.stdout)] == ["w0"]
 
         assert supervisor.terminate() == 0
         assert not (run_dir / KEY_FILE).exists()

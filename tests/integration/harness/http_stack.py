@@ -86,7 +86,7 @@ class HttpStack:
 
     def worker_views(self) -> dict[str, dict[str, Any]]:
         """The router's registry entries, by worker id."""
-        return {view["worker_id"]: view for view in self.ctl("list_workers")}
+        return {view["id"]: view for view in self.ctl("list_workers")}
 
     def wait_worker_state(self, worker_id: str, state: str, timeout: float = 15.0) -> Any:
         """Wait until the router reports ``worker_id`` in ``state``; return its entry."""

@@ -11,9 +11,12 @@ from typing import Any
 
 import zmq
 
-from router_core.control import ControlClient, ControlTimeout
+from router_core.control import ControlClient, ControlCommand, ControlTimeout
+from router_core.control.command_args import NoArgs
+from router_core.control.commands import DETOKENIZER_ROUTER_COMMANDS
 from router_core.credentials import KEY_FILE, load_or_create
 from router_core.endpoints import DetokenizerRouterEndpoints, RouterEndpoints, worker_address
+from tests.integration.harness.control import ask
 from tests.integration.harness.polling import ipc_path, wait_until
 from tests.integration.harness.processes import ManagedProcess, ProcessManager
 from tests.integration.harness.reports import ReportCollector
@@ -34,6 +37,11 @@ FAST_ROUTER_ARGS = (
     "--barrier-timeout-s=1.0",
 )
 
+#: Either router's ``status``, its reply taken as it comes (their shapes differ).
+EITHER_STATUS: ControlCommand[NoArgs, Any] = ControlCommand(
+    "status", NoArgs, Any, "either router's status"
+)
+
 
 def router_socket_files(endpoints: RouterEndpoints) -> list[Path]:
     """The socket files a tokenizer router binds (it connects to ``engine``)."""
@@ -51,7 +59,7 @@ class RouterHandle:
 
     def ctl(self, command: str, **args: Any) -> Any:
         self.process.assert_running()
-        return self.control.call(command, **args)
+        return ask(self.control, command, **args)
 
 
 @dataclass
@@ -64,7 +72,7 @@ class DetokRouterHandle:
 
     def ctl(self, command: str, **args: Any) -> Any:
         self.process.assert_running()
-        return self.control.call(command, **args)
+        return ask(self.control, command, commands=DETOKENIZER_ROUTER_COMMANDS, **args)
 
 
 @dataclass
@@ -127,7 +135,7 @@ class Stack:
         def answers() -> bool:
             proc.assert_running()
             try:
-                client.call("status", reply_timeout_s=0.25)
+                client.request(EITHER_STATUS, reply_timeout_s=0.25)
             except ControlTimeout:
                 return False
             return True

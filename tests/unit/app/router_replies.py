@@ -17,8 +17,8 @@ __all__ = ["load_reply", "status", "view", "worker"]
 def view(worker_id: str, state: str = "serving", **changes: Any) -> WorkerView:
     """A router worker view (``list_workers``) with ``changes``."""
     fields = {
-        "worker_id": worker_id,
-        "address": f"ipc:///tmp/sb/worker-{worker_id}",
+        "id": worker_id,
+        "endpoint": f"ipc:///tmp/sb/worker-{worker_id}",
         "pid": 100,
         "host": "h",
         "version": "1",
@@ -26,7 +26,7 @@ def view(worker_id: str, state: str = "serving", **changes: Any) -> WorkerView:
         "state": state,
         "inflight": 0,
         "heartbeats": 3,
-        "last_seen_s_ago": 0.1,
+        "last_heartbeat_s_ago": 0.1,
         "registered_at": 1000.0,
         "last_heartbeat_at": 1010.0,
         "requests_sent": 0,

@@ -206,9 +206,7 @@ class TestCli:
         _, sub = self.parser()
         assert list(sub.choices) == list(by_cli_name()) == list(CLI_COMMANDS)
         assert set(CLI_COMMANDS) == COMMAND_NAMES
-        assert {entry.cli.render for entry in CLI_COMMANDS.values() if entry.cli} <= set(
-            RENDERINGS
-        )
+        assert {entry.cli.render for entry in CLI_COMMANDS.values() if entry.cli} <= set(RENDERINGS)
 
     def test_arguments_become_options(self) -> None:
         """Body arguments are options, path arguments positionals, each with its default."""

@@ -40,7 +40,7 @@ class TestWorkerEvents:
     def test_nothing_changed(self) -> None:
         """Only the heartbeat age, and clock jitter in derived times: no event."""
         before = by_id(worker("w0"))
-        after = by_id(worker("w0", last_seen_s_ago=0.3, registered_at=1000.001))
+        after = by_id(worker("w0", last_heartbeat_s_ago=0.3, registered_at=1000.001))
         assert worker_events(before, after) == []
 
     def test_registered_state_updated_departed(self) -> None:

@@ -65,8 +65,8 @@ class TestRecordView:
         record.requests_sent, record.rows_received = 40, 400
         view = record.view(now=12.5, wall_now=1_000.0)
         assert msgspec.to_builtins(view) == {
-            "worker_id": "w",
-            "address": "ipc:///run/w",
+            "id": "w",
+            "endpoint": "ipc:///run/w",
             "pid": 1,
             "host": "h",
             "version": "v",
@@ -74,7 +74,7 @@ class TestRecordView:
             "state": "serving",
             "inflight": 3,
             "heartbeats": 9,
-            "last_seen_s_ago": 2.5,
+            "last_heartbeat_s_ago": 2.5,
             "registered_at": 987.5,
             "last_heartbeat_at": 997.5,
             "requests_sent": 40,

@@ -29,13 +29,13 @@ class TestControlClient:
 
     def test_success(self, client: ControlClient) -> None:
         """call() returns the handler's result."""
-        assert client.call("add", a=2, b=3) == 5
-        assert client.call("nothing") is None
+        assert client._call("add", a=2, b=3) == 5
+        assert client._call("nothing") is None
 
     def test_unknown_command(self, client: ControlClient) -> None:
         """An unknown command raises UNKNOWN_COMMAND naming the known ones."""
         with pytest.raises(ControlError) as info:
-            client.call("frobnicate")
+            client._call("frobnicate")
         assert info.value.code is ErrorCode.UNKNOWN_COMMAND
         assert "add" in info.value.message
 
@@ -47,7 +47,7 @@ class TestControlClient:
     ) -> None:
         """Arguments that fail msgspec validation raise BAD_ARGUMENTS."""
         with pytest.raises(ControlError) as info:
-            client.call("add", **args)
+            client._call("add", **args)
         assert info.value.code is ErrorCode.BAD_ARGUMENTS
         assert info.value.message.startswith("add: ")
         assert served.counters.get("rejected", "control_arguments") == 1
@@ -55,7 +55,7 @@ class TestControlClient:
     def test_handler_control_error_keeps_its_code(self, client: ControlClient) -> None:
         """A ControlError raised by a handler reaches the client with its code and message."""
         with pytest.raises(ControlError) as info:
-            client.call("missing")
+            client._call("missing")
         assert info.value.code is ErrorCode.NOT_FOUND
         assert info.value.message == "no such thing"
 
@@ -65,8 +65,8 @@ class TestControlClient:
         """A handler raising RuntimeError gives INTERNAL, is logged, and the server goes on."""
         with caplog.at_level(logging.ERROR, logger="router_core.control.server"):
             with pytest.raises(ControlError) as info:
-                client.call("crash")
-            assert client.call("add", a=1, b=1) == 2
+                client._call("crash")
+            assert client._call("add", a=1, b=1) == 2
         assert info.value.code is ErrorCode.INTERNAL
         assert served.counters.get("control_errors", "crash") == 1
         assert any(record.exc_info for record in caplog.records)
@@ -74,17 +74,17 @@ class TestControlClient:
     def test_timeout_and_late_reply_not_handed_on(self, client: ControlClient) -> None:
         """A timed-out call raises ControlTimeout; its late reply is not handed to the next call."""
         with pytest.raises(ControlTimeout) as info:
-            client.call("hold", value=111, reply_timeout_s=0.2)
+            client._call("hold", value=111, reply_timeout_s=0.2)
         assert info.value.code is ErrorCode.TIMEOUT
         # release answers the held request (the late reply) before its own reply.
-        assert client.call("release", value=222) == 222
-        assert client.call("add", a=1, b=2) == 3
+        assert client._call("release", value=222) == 222
+        assert client._call("add", a=1, b=2) == 3
 
     def test_reconnects_after_close(self, client: ControlClient) -> None:
         """A closed client reconnects on its next call."""
-        assert client.call("add", a=1, b=1) == 2
+        assert client._call("add", a=1, b=1) == 2
         client.close()
-        assert client.call("add", a=2, b=2) == 4
+        assert client._call("add", a=2, b=2) == 4
 
 
 class TestAsyncControlClient:
@@ -97,12 +97,12 @@ class TestAsyncControlClient:
             actx = zmq.asyncio.Context()
             try:
                 async with AsyncControlClient(served.endpoint, context=actx) as client:
-                    assert await client.call("add", a=20, b=22) == 42
+                    assert await client._call("add", a=20, b=22) == 42
                     with pytest.raises(ControlError) as info:
-                        await client.call("missing")
+                        await client._call("missing")
                     assert info.value.code is ErrorCode.NOT_FOUND
                     with pytest.raises(ControlError) as info:
-                        await client.call("add", a="x", b=1)
+                        await client._call("add", a="x", b=1)
                     assert info.value.code is ErrorCode.BAD_ARGUMENTS
             finally:
                 actx.destroy(linger=0)
@@ -121,7 +121,7 @@ class TestAsyncControlClient:
                 ) as client:
                     return list(
                         await asyncio.gather(
-                            *(client.call("hold", value=i, count=count) for i in range(count))
+                            *(client._call("hold", value=i, count=count) for i in range(count))
                         )
                     )
             finally:
@@ -137,8 +137,8 @@ class TestAsyncControlClient:
             try:
                 async with AsyncControlClient(served.endpoint, context=actx) as client:
                     with pytest.raises(ControlTimeout):
-                        await client.call("hold", value=1, reply_timeout_s=0.2)
-                    assert await client.call("release", value=2) == 2
+                        await client._call("hold", value=1, reply_timeout_s=0.2)
+                    assert await client._call("release", value=2) == 2
             finally:
                 actx.destroy(linger=0)
 
@@ -155,7 +155,7 @@ class TestAsyncControlClient:
                 router.setsockopt(zmq.LINGER, 0)
                 router.bind(endpoint)
                 async with AsyncControlClient(endpoint, context=actx) as client:
-                    call = asyncio.ensure_future(client.call("anything"))
+                    call = asyncio.ensure_future(client._call("anything"))
                     identity, frame = await asyncio.wait_for(router.recv_multipart(), WAIT_S)
                     request_id = decode_request(frame).id
                     odd = ControlReply(

@@ -329,11 +329,11 @@ class TestClients:
         endpoint = keyed_thread.endpoint
         with ControlClient(endpoint, timeout_s=WAIT_S, context=context) as keyless:
             with pytest.raises(ControlError) as refused:
-                keyless.call("add", a=1, b=2)
+                keyless._call("add", a=1, b=2)
             assert refused.value.code == ErrorCode.UNAUTHORIZED
             assert KEY_FILE in refused.value.message
         with ControlClient(endpoint, timeout_s=WAIT_S, context=context, key=KEY) as client:
-            assert client.call("add", a=1, b=2) == 3
+            assert client._call("add", a=1, b=2) == 3
 
     def test_async_client_sends_its_actor_or_the_call_s(
         self, keyed_thread: ThreadServer, audited: Audited
@@ -347,10 +347,10 @@ class TestClients:
                 async with AsyncControlClient(
                     keyed_thread.endpoint, context=actx, key=KEY, actor="admin"
                 ) as client:
-                    assert await client.call("add", a=2, b=2) == 4
+                    assert await client._call("add", a=2, b=2) == 4
                     for actor in (None, "admin:alice"):
                         with pytest.raises(ControlError):
-                            await client.call("nuke", actor=actor)
+                            await client._call("nuke", actor=actor)
             finally:
                 actx.term()
 
