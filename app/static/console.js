@@ -3,7 +3,8 @@
  *
  * This module starts the page and wires its parts: the session (session.js: the token,
  * API calls), the page's elements (page.js), the workers table (workers.js), the status
- * (generation.js) and the actions the command catalogue offers (actions.js). Live state
+ * (generation.js), the stack's charts (history.js) and the actions the command catalogue
+ * offers (actions.js). Live state
  * arrives on GET api/events, read with fetch() and a ReadableStream (an EventSource
  * cannot send a header) and parsed by sse.js; the stream reconnects with backoff.
  *
@@ -14,7 +15,8 @@
  *   connection-detail  the banner saying why the router is unreachable (the last error)
  *   token-panel, token-form, token-input, token-submit, token-error, sign-out
  *   pause-state        data-paused = true | false | unknown, data-mode = the pause mode
- *   pause-mode         <select>: abort | retract | in_place
+ *   pause-mode         <select>: abort | retract | in_place (retract at first: it loses
+ *                      nothing; a pause that names no mode is abort, as SGLang's)
  *   pause-timeout      barrier timeout in seconds
  *   pause-button, continue-button
  *   op-result          aria-live result of the last action; data-kind = info | ok |
@@ -22,6 +24,8 @@
  *   operations         <ol> of recent operations, newest first; each item is
  *                      operation-<op_id> with data-action, data-mode, data-complete,
  *                      data-acked and data-stragglers (space-separated names)
+ *                      (the latest 5 unless expanded; data-expanded, data-total)
+ *   operations-toggle  "Show all N" / "Show the latest 5" (aria-expanded)
  *   operations-empty, viewer-note
  *   engine-load, engine-live, load-running, load-waiting, load-usage, load-age
  *   engine-actions     the engine panel's actions: <name>-button for each (freeze-gc-button)
@@ -35,6 +39,11 @@
  *   errors-<id>        5xx answers over the window; data-errors, data-requests
  *   latency-<id>       "p50 / p95" of finished generations; data-p50, data-p95 (s)
  *   stats-window       what the errors and latency cover; data-available
+ *   history-panel      the stack's last 15 minutes (GET api/history, then every 5 s)
+ *   history-requests, history-tokens, history-latency
+ *                      <canvas>; data-points = points drawn; history-<name>-now the
+ *                      latest figures; history-range the times covered; history-note
+ *                      (data-available)
  *   audit-panel, audit (the <table>), audit-count, audit-empty
  *   audit-row-<seq>    one audit record, newest first; data-seq, data-action,
  *                      data-result (ok | timeout | refused | error), data-who
@@ -46,7 +55,15 @@
 
 import { Actions } from "./actions.js";
 import { AuditPanel } from "./audit.js";
-import { applyLoad, applyStatus, forgetStatus, renderLoadAge, renderPauseState } from "./generation.js";
+import {
+  applyLoad,
+  applyStatus,
+  forgetStatus,
+  renderLoadAge,
+  renderPauseState,
+  toggleOperations,
+} from "./generation.js";
+import { StackHistoryChart } from "./history.js";
 import { access, clock, setConnection, showResult, showTokenPanel, ui } from "./page.js";
 import { adoptFragmentToken, api, apiUrl, authHeaders, store } from "./session.js";
 import { EventFeed } from "./sse.js";
@@ -60,6 +77,7 @@ const workers = new WorkerTable((row, command, button) => actions.workerAction(r
 const actions = new Actions({ workers, onAuthFailure: handleAuthFailure });
 const audit = new AuditPanel();
 const stats = new StatsPoller((page) => workers.applyStats(page));
+const history = new StackHistoryChart();
 
 function setRole(role) {
   access.role = role;
@@ -72,6 +90,7 @@ function handleAuthFailure(answer) {
     store.clear();
     feed.stop();
     stats.stop();
+    history.stop();
     setConnection("unauthorized");
     showTokenPanel("The admin app refused the token (401). Enter a valid token.");
   } else if (answer.status === 403) {
@@ -131,6 +150,7 @@ const feed = new EventFeed({
     const message = body?.error?.message ? ` (${body.error.message})` : "";
     store.clear();
     stats.stop();
+    history.stop();
     setConnection("unauthorized");
     showTokenPanel(`The admin app refused the token: ${status}${message}. Enter a valid token.`);
   },
@@ -144,6 +164,7 @@ function connect() {
   setRole("unknown");
   feed.start();
   stats.start();
+  history.start();
   learnRole();
   actions.load();
 }
@@ -159,6 +180,8 @@ async function learnRole() {
 function forget() {
   feed.stop();
   stats.stop();
+  history.stop();
+  history.clear();
   store.clear();
   workers.replace([]);
   audit.clear();
@@ -186,6 +209,7 @@ function start() {
     connect();
   });
   ui.signOut.addEventListener("click", forget);
+  ui.operationsToggle.addEventListener("click", toggleOperations);
   window.addEventListener("online", () => feed.retryNow());
   window.addEventListener("hashchange", () => {
     if (adoptFragmentToken()) connect();

@@ -11,10 +11,26 @@ export function relativeSeconds(seconds) {
   return `${Math.floor(s / 86400)} d ago`;
 }
 
-/** A Unix time as the local wall clock (24 h); "" when unknown. */
+/* Fixed parts in a fixed order, whatever the browser's language: a time read off the
+   console is compared with logs, so it carries its date and its zone. */
+const CLOCK = new Intl.DateTimeFormat("en-US", {
+  year: "numeric",
+  month: "2-digit",
+  day: "2-digit",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  hourCycle: "h23",
+  timeZoneName: "short",
+});
+
+/** A Unix time as the browser's local date, 24 h clock and zone: "2026-12-07 13:05:12 UTC"
+ *  ("GMT+1", "PST", ... elsewhere); "" when unknown. */
 export function clockTime(unixSeconds) {
   if (!Number.isFinite(unixSeconds) || unixSeconds <= 0) return "";
-  return new Date(unixSeconds * 1000).toLocaleTimeString([], { hour12: false });
+  const part = {};
+  for (const { type, value } of CLOCK.formatToParts(new Date(unixSeconds * 1000))) part[type] = value;
+  return `${part.year}-${part.month}-${part.day} ${part.hour}:${part.minute}:${part.second} ${part.timeZoneName}`;
 }
 
 export function isoTime(unixSeconds) {

@@ -6,12 +6,16 @@
 import { clockTime, duration, isoTime, names, relativeSeconds } from "./format.js";
 import { $, clock, ui } from "./page.js";
 
-const MAX_OPERATIONS = 8;
+/** Operations shown until "Show all" is pressed: more would push the workers off screen. */
+export const COLLAPSED_OPERATIONS = 5;
+/** The router keeps its latest 20; a longer list is cut here all the same. */
+const MAX_OPERATIONS = 50;
 
 const view = {
   status: null,
   load: null,
   loadSeenAt: 0,
+  allOperations: false,
 };
 
 export function renderPauseState() {
@@ -65,12 +69,29 @@ function operationItem(op) {
 }
 
 function renderOperations() {
-  const items = [...(view.status?.recent_operations ?? [])]
+  const known = [...(view.status?.recent_operations ?? [])]
     .sort((a, b) => operationKey(b) - operationKey(a))
-    .slice(0, MAX_OPERATIONS)
-    .map(operationItem);
-  ui.operations.replaceChildren(...items);
-  ui.operationsEmpty.hidden = items.length > 0;
+    .slice(0, MAX_OPERATIONS);
+  const shown = view.allOperations ? known : known.slice(0, COLLAPSED_OPERATIONS);
+  ui.operations.replaceChildren(...shown.map(operationItem));
+  ui.operations.dataset.expanded = String(view.allOperations);
+  ui.operations.dataset.total = String(known.length);
+  // Scrollable once expanded, so it takes the focus then for the arrow keys to scroll it.
+  if (view.allOperations && known.length > COLLAPSED_OPERATIONS) ui.operations.tabIndex = 0;
+  else ui.operations.removeAttribute("tabindex");
+  ui.operationsEmpty.hidden = known.length > 0;
+  const toggle = ui.operationsToggle;
+  toggle.hidden = known.length <= COLLAPSED_OPERATIONS;
+  toggle.setAttribute("aria-expanded", String(view.allOperations));
+  toggle.textContent = view.allOperations
+    ? `Show the latest ${COLLAPSED_OPERATIONS}`
+    : `Show all ${known.length}`;
+}
+
+/** "Show all" / "Show the latest 5": the whole list, or the newest few. */
+export function toggleOperations() {
+  view.allOperations = !view.allOperations;
+  renderOperations();
 }
 
 /** Show an operation a barrier just answered, before the event stream brings it. */

@@ -70,6 +70,7 @@ GENERATED = (
     ("GET", "/api/commands"),
     ("GET", "/api/audit"),
     ("GET", "/api/worker_stats"),
+    ("GET", "/api/history"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
