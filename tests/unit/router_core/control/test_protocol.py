@@ -46,6 +46,8 @@ class TestProtocol:
             "INTERNAL": 6,
             "TIMEOUT": 7,
             "UNAUTHORIZED": 8,
+            "ENGINE_FAILED": 9,
+            "ENGINE_TIMEOUT": 10,
         }
 
     def test_key_and_actor_round_trip_and_the_key_is_never_shown(self) -> None:
