@@ -97,13 +97,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    stop = threading.Event()
+    # Handled before the first line is out, so a signal that follows it ends the loop.
     try:
-        with stream:
-            _write(last_lines(stream, args.lines))
-            offset = stream.tell()
-        if args.follow:
-            stop = threading.Event()
-            with _stop_on_signals(stop):
+        with _stop_on_signals(stop):
+            with stream:
+                _write(last_lines(stream, args.lines))
+                offset = stream.tell()
+            if args.follow:
                 follow(log, _write, stop, lambda: lock_held(run_dir), offset=offset)
     except BrokenPipeError:
         # The reader left (| head): say nothing more, and keep Python's exit flush from
