@@ -147,6 +147,9 @@ class Load(_Model):
         default_factory=list,
         description="what the engine honours beyond the sampling every engine takes (logprobs)",
     )
+    weight_version: str = Field(
+        "", description="the version of the weights serving (empty: the engine's own)"
+    )
 
 
 class LoadResponse(_Model):

@@ -122,6 +122,7 @@ def load_of(reply: LoadReply | None) -> Load | None:
         context_length=reply.context_length,
         engine_started_ns=reply.engine_started_ns,
         features=list(reply.features),
+        weight_version=reply.weight_version,
     )
 
 

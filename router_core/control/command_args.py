@@ -25,6 +25,7 @@ __all__ = [
     "ListWorkersArgs",
     "NoArgs",
     "PauseArgs",
+    "UpdateWeightsArgs",
     "WorkerArgs",
 ]
 
@@ -92,6 +93,43 @@ class FlushCacheArgs(msgspec.Struct, forbid_unknown_fields=True):
     """``{"timeout_s": float}``."""
 
     timeout_s: EngineTimeout = 10.0
+
+
+class UpdateWeightsArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """``{"model": str, "version": str, "mode": ..., "timeout_s": float}``: one barrier
+    that pauses in ``mode``, has the engine load ``model`` as ``version``, and continues."""
+
+    model: Annotated[
+        str,
+        msgspec.Meta(
+            max_length=4096,
+            description="the weights to load (the llama.cpp engine: a GGUF file on the "
+            "engine's host); empty: the engine's own (the built-in engine takes none)",
+        ),
+    ] = ""
+    version: Annotated[
+        str,
+        msgspec.Meta(
+            max_length=128,
+            description="the name every response gives the new weights "
+            "(meta_info.weight_version); empty: the file's name",
+        ),
+    ] = ""
+    mode: Annotated[
+        PauseMode,
+        msgspec.Meta(
+            description="how requests in flight wait: retract (re-prefilled under the new "
+            "weights), in_place (kept as they are) or abort (ended)"
+        ),
+    ] = "retract"
+    timeout_s: Annotated[
+        float,
+        msgspec.Meta(
+            gt=0,
+            le=MAX_BARRIER_TIMEOUT_S,
+            description="seconds each step (the pause, the load, the continue) may take",
+        ),
+    ] = 60.0
 
 
 class AbortArgs(msgspec.Struct, forbid_unknown_fields=True):

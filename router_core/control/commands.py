@@ -21,6 +21,7 @@ from router_core.control.command_args import (
     ListWorkersArgs,
     NoArgs,
     PauseArgs,
+    UpdateWeightsArgs,
     WorkerArgs,
 )
 from router_core.control.command_model import Cli, Console, ControlCommand, EngineStep, Http
@@ -34,6 +35,7 @@ from router_core.control.replies import (
     RouterMetrics,
     RouterStatus,
     TokenizerRouterMetrics,
+    UpdateWeightsReply,
     WorkerView,
 )
 from router_core.wire import Kind
@@ -59,6 +61,7 @@ __all__ = [
     "STATUS",
     "TOKENIZER_ROUTER_COMMANDS",
     "UNDRAIN",
+    "UPDATE_WEIGHTS",
 ]
 
 #: Worker states a drain applies in, and those an undrain applies in.
@@ -230,6 +233,30 @@ FLUSH_CACHE: Final = ControlCommand[FlushCacheArgs, FlushCacheReply](
     ),
     engine=EngineStep(Kind.ENGINE_COMMAND, FlushCacheArgs),
 )
+UPDATE_WEIGHTS: Final = ControlCommand[UpdateWeightsArgs, UpdateWeightsReply](
+    "update_weights",
+    UpdateWeightsArgs,
+    UpdateWeightsReply,
+    "swap the engine's weights under live traffic: pause in the mode, load, continue "
+    "(a failed load keeps the old weights and resumes)",
+    mutates=True,
+    http=Http(
+        "POST",
+        "/api/update_weights",
+        "operator",
+        aliases=("/update_weights_from_disk",),
+        renames={"model_path": "model", "weight_version": "version"},
+        sglang_message="Succeeded to update model weights.",
+    ),
+    cli=Cli("update-weights", "load new weights into the engine through the pause barrier"),
+    console=Console(
+        "engine",
+        "Update weights",
+        confirm="Pause generation, load the new weights, and continue?",
+    ),
+    audit=("model", "version", "mode"),
+    engine=EngineStep(Kind.ENGINE_COMMAND, UpdateWeightsArgs),
+)
 METRICS: Final = ControlCommand[NoArgs, TokenizerRouterMetrics](
     "metrics", NoArgs, TokenizerRouterMetrics, "state for Prometheus, read at scrape time"
 )
@@ -280,6 +307,7 @@ TOKENIZER_ROUTER_COMMANDS: Final[dict[str, ControlCommand[Any, Any]]] = {
         LOAD,
         FREEZE_GC,
         FLUSH_CACHE,
+        UPDATE_WEIGHTS,
         METRICS,
     )
 }

@@ -31,6 +31,8 @@ __all__ = [
     "RouterStatus",
     "TokenizerRouterMetrics",
     "TrafficRow",
+    "UpdateWeightsReply",
+    "WeightsLoaded",
     "WorkerMetricsRow",
     "WorkerState",
     "WorkerView",
@@ -122,6 +124,10 @@ class RouterStatus(msgspec.Struct, kw_only=True):
     counters: dict[str, dict[str, int]]
     #: Queued messages per destination (worker addresses and ``engine``).
     backlogs: dict[str, int]
+    #: The weights serving: the version the last update loaded, and its file ("" before
+    #: any update: the engine's own).
+    weight_version: str = ""
+    weight_model: str = ""
 
 
 class DetokenizerRouterStatus(msgspec.Struct, kw_only=True):
@@ -154,6 +160,8 @@ class LoadReply(msgspec.Struct, kw_only=True):
     tokens_per_s: float = 0.0
     context_length: int = 0
     features: list[str] = msgspec.field(default_factory=list)
+    #: The version of the weights serving ("": the engine's own, never updated).
+    weight_version: str = ""
     #: Seconds since the router received the snapshot.
     age_s: float
 
@@ -184,6 +192,26 @@ class FlushCacheReply(msgspec.Struct, kw_only=True):
 
     flushed: bool = True
     dropped_tokens: int = 0
+
+
+class WeightsLoaded(msgspec.Struct, kw_only=True):
+    """What an engine answers ``update_weights`` with: the version and file now serving."""
+
+    version: str
+    model: str = ""
+
+
+class UpdateWeightsReply(msgspec.Struct, kw_only=True):
+    """``update_weights``: the weights now serving (``version``, loaded from ``model``),
+    those before, and the barrier's two operations (``resumed`` is None when generation
+    was paused before and stays paused)."""
+
+    version: str
+    model: str
+    previous_version: str
+    paused: OperationOutcome
+    resumed: OperationOutcome | None
+    elapsed_s: float
 
 
 class HistogramSnapshot(msgspec.Struct):

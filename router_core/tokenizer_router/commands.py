@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from router_core.control import commands as spec
 from router_core.control.command_args import (
     AbortArgs,
@@ -21,6 +23,7 @@ from router_core.control.command_args import (
     ListWorkersArgs,
     NoArgs,
     PauseArgs,
+    UpdateWeightsArgs,
     WorkerArgs,
 )
 from router_core.control.command_model import ControlCommand
@@ -176,9 +179,21 @@ def flush_cache(core: RouterCore, args: FlushCacheArgs, reply_to: ReplyTo, at: I
     return Handled(DEFERRED, core.engine_requests.start(spec.FLUSH_CACHE, args, reply_to, at))
 
 
+def update_weights(
+    core: RouterCore, args: UpdateWeightsArgs, reply_to: ReplyTo, at: Instant
+) -> Handled:
+    """Pause, have the engine load new weights, continue: answered after the last step
+    (:mod:`router_core.tokenizer_router.weight_updates`)."""
+    return Handled(DEFERRED, core.weights.start(args, reply_to, at))
+
+
 def status(core: RouterCore, args: NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
-    """Counters, registry summary, pause state and backlogs."""
-    return Handled(core.view.status(at))
+    """Counters, registry summary, pause state, backlogs and the weights serving."""
+    status = core.view.status(at)
+    weights = core.weights
+    return Handled(
+        msgspec.structs.replace(status, weight_version=weights.version, weight_model=weights.model)
+    )
 
 
 def metrics(core: RouterCore, args: NoArgs, reply_to: ReplyTo, at: Instant) -> Handled:
@@ -199,6 +214,7 @@ COMMANDS: Final[Mapping[str, RouterCommand]] = {
         RouterCommand(spec.LOAD, load),
         RouterCommand(spec.FREEZE_GC, freeze_gc),
         RouterCommand(spec.FLUSH_CACHE, flush_cache),
+        RouterCommand(spec.UPDATE_WEIGHTS, update_weights),
         RouterCommand(spec.STATUS, status),
         RouterCommand(spec.METRICS, metrics),
     )

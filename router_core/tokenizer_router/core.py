@@ -34,6 +34,7 @@ from router_core.tokenizer_router.registration import RegistrationHandler
 from router_core.tokenizer_router.settings import RouterSettings
 from router_core.tokenizer_router.upstream import UpstreamIncarnations
 from router_core.tokenizer_router.view import RouterView
+from router_core.tokenizer_router.weight_updates import WeightUpdates
 from router_core.traffic import TrafficStats
 from router_core.wire import Kind
 from router_core.wire.control import (
@@ -110,6 +111,17 @@ class RouterCore:
         registration = self.registration
         #: The operators' engine commands waiting for the engine's answer.
         self.engine_requests = EngineRequests(incarnation, self.counters)
+        #: The weights serving and the live update in progress, if any.
+        self.weights = WeightUpdates(
+            self.pause,
+            self.engine_requests,
+            self.engine,
+            self.counters,
+            persist=self.persist,
+            version="" if restored is None else restored.weight_version,
+            model="" if restored is None else restored.weight_model,
+            resume_owed=restored is not None and restored.resume_owed,
+        )
         engine_events = EngineEvents(
             self.engine,
             self.pause,
@@ -117,6 +129,7 @@ class RouterCore:
             self.counters,
             self.peers,
             requests=self.engine_requests,
+            weights=self.weights,
         )
         #: The workers' control socket: registration, liveness, acknowledgements.
         self.worker_messages = InboundTable(
@@ -153,6 +166,9 @@ class RouterCore:
             seq=self.pause.barrier.last_seq,
             since=self.pause.state_since,
             drained=self.drain_marks.ids(),
+            weight_version=self.weights.version,
+            weight_model=self.weights.model,
+            resume_owed=self.weights.resume_owed,
         )
 
     def persist(self) -> Persist:
@@ -181,4 +197,5 @@ class RouterCore:
             self._next_expiry_check = at.mono + interval
         effects += self.pause.expire(at)
         effects += self.engine_requests.expire(at)
+        effects += self.weights.tick(at)
         return effects, self.next_due()

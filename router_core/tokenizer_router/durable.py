@@ -42,7 +42,7 @@ class DurableState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     ``seq`` is the last operation sequence number handed out; ``since`` the Unix time the
     pause state last changed (None before any change); ``drained`` the drained worker ids,
-    oldest first.
+    oldest first; ``weight_version`` and ``weight_model`` the weights serving.
     """
 
     version: int = STATE_VERSION
@@ -53,6 +53,12 @@ class DurableState(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     seq: int = 0
     since: float | None = None
     drained: list[str] = msgspec.field(default_factory=list)
+    #: The weights the last successful ``update_weights`` loaded ("": the engine's own).
+    weight_version: str = ""
+    weight_model: str = ""
+    #: An update paused generation and has not continued it yet (the router died
+    #: meanwhile): the next start continues once the engine is live.
+    resume_owed: bool = False
 
 
 def next_incarnation(previous: DurableState | None, now_ns: int) -> int:

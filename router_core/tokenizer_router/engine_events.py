@@ -31,6 +31,7 @@ from router_core.wire.engine_commands import CommandReply
 if TYPE_CHECKING:
     from router_core.tokenizer_router.engine_requests import EngineRequests
     from router_core.tokenizer_router.pause import PauseCoordinator
+    from router_core.tokenizer_router.weight_updates import WeightUpdates
     from router_core.transport import FrameLike
 
 __all__ = ["EngineEvents", "EngineState"]
@@ -65,9 +66,11 @@ class EngineEvents:
         peers: PeerCheck,
         *,
         requests: EngineRequests,
+        weights: WeightUpdates,
     ) -> None:
         self._engine = engine
         self._requests = requests
+        self._weights = weights
         self._pause = pause
         self._registry = registry
         self._counters = counters
@@ -111,11 +114,12 @@ class EngineEvents:
         effects: list[Effect] = []
         if engine.brought_in_step != snapshot.engine_started_ns:
             if engine.brought_in_step is not None:  # a restart: what it held is gone
-                effects += self._requests.engine_restarted()
+                effects += self._requests.engine_restarted(at)
             engine.brought_in_step = snapshot.engine_started_ns
             command = self._pause.engine_command()
             if command is not None:
                 effects.append(command)
+        effects += self._weights.on_engine_version(snapshot.weight_version)
         effects += [
             Send(record.address, frames, traffic=(BROADCAST, record.worker_id))
             for record in self._registry.workers()

@@ -12,6 +12,7 @@ Pure: no sockets.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -26,7 +27,7 @@ from router_core.wire import Kind, frame_message
 from router_core.wire.control import ENGINE
 from router_core.wire.engine_commands import CommandReply, EngineCommand, ReplyCode
 
-__all__ = ["DEFAULT_ENGINE_COMMAND_TIMEOUT_S", "EngineRequests"]
+__all__ = ["DEFAULT_ENGINE_COMMAND_TIMEOUT_S", "EngineRequests", "Then"]
 
 #: Seconds the engine gets to answer a command whose arguments name no ``timeout_s``.
 DEFAULT_ENGINE_COMMAND_TIMEOUT_S: Final = 30.0
@@ -40,10 +41,15 @@ _CODES: Final[dict[ReplyCode, ErrorCode]] = {
 }
 
 
+#: An internal caller's continuation: ``then(reply, problem, at)`` with the engine's
+#: reply, or None and why there is none (a timeout, a restart); its effects.
+Then = Callable[[CommandReply | None, str, Instant], list[Effect]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Pending:
     command: ControlCommand[Any, Any]
-    waiter: ReplyTo
+    waiter: ReplyTo | Then
     deadline: float
     waited_s: float
 
@@ -65,10 +71,11 @@ class EngineRequests:
         self,
         command: ControlCommand[Any, Any],
         args: msgspec.Struct,
-        waiter: ReplyTo,
+        waiter: ReplyTo | Then,
         at: Instant,
     ) -> list[Effect]:
-        """Send ``command`` with ``args`` to the engine; ``waiter`` is answered later. The
+        """Send ``command`` with ``args`` to the engine; ``waiter`` is answered later (a
+        control request's reply address, or an internal continuation, :data:`Then`). The
         engine gets ``args.timeout_s`` seconds, if the command has one."""
         op_id = f"{self._prefix}{next(self._numbers)}"
         waited_s = getattr(args, "timeout_s", None) or DEFAULT_ENGINE_COMMAND_TIMEOUT_S
@@ -85,6 +92,9 @@ class EngineRequests:
             self._counters.add("rejected", "stale_command_reply")
             return []
         name = pending.command.name
+        if not isinstance(pending.waiter, ReplyTo):
+            self._counters.add("engine_command_results", f"{name}:{reply.code or 'ok'}")
+            return pending.waiter(reply, "", at)
         if not reply.ok:
             self._counters.add("engine_command_results", f"{name}:{reply.code or 'failed'}")
             code = _CODES.get(reply.code or "failed", ErrorCode.ENGINE_FAILED)
@@ -107,20 +117,25 @@ class EngineRequests:
             pending = self._pending.pop(op_id)
             name = pending.command.name
             self._counters.add("engine_command_results", f"{name}:timeout")
-            message = f"{name}: the engine did not answer within {pending.waited_s:g} s"
-            effects.append(Fail(pending.waiter, ErrorCode.ENGINE_TIMEOUT, message))
+            message = f"the engine did not answer within {pending.waited_s:g} s"
+            effects += self._fail(pending, ErrorCode.ENGINE_TIMEOUT, message, at)
         return effects
 
-    def engine_restarted(self) -> list[Effect]:
+    def engine_restarted(self, at: Instant) -> list[Effect]:
         """Answer every command in flight: the engine that had them is gone."""
         effects: list[Effect] = []
-        for pending in self._pending.values():
-            name = pending.command.name
-            self._counters.add("engine_command_results", f"{name}:engine_restarted")
-            message = f"{name}: the engine restarted before it answered; ask again"
-            effects.append(Fail(pending.waiter, ErrorCode.ENGINE_FAILED, message))
-        self._pending.clear()
+        pending, self._pending = list(self._pending.values()), {}
+        for each in pending:
+            self._counters.add("engine_command_results", f"{each.command.name}:engine_restarted")
+            message = "the engine restarted before it answered; ask again"
+            effects += self._fail(each, ErrorCode.ENGINE_FAILED, message, at)
         return effects
+
+    @staticmethod
+    def _fail(pending: _Pending, code: ErrorCode, message: str, at: Instant) -> list[Effect]:
+        if isinstance(pending.waiter, ReplyTo):
+            return [Fail(pending.waiter, code, f"{pending.command.name}: {message}")]
+        return pending.waiter(None, message, at)
 
     def next_deadline(self) -> float | None:
         """The earliest deadline (monotonic), or None with nothing waiting."""

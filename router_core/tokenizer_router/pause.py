@@ -15,7 +15,7 @@ Pure: time comes in as an :class:`Instant`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from router_core.barrier import PauseBarrier, PauseOperation, PauseState
@@ -43,7 +43,10 @@ from router_core.wire.control import (
     PauseRequest,
 )
 
-__all__ = ["RECENT_OPERATIONS", "PauseCoordinator"]
+__all__ = ["RECENT_OPERATIONS", "BarrierThen", "PauseCoordinator"]
+
+#: An internal caller's continuation: ``then(outcome, at)``, its effects.
+BarrierThen = Callable[[OperationOutcome, Instant], list[Effect]]
 
 #: Finished pause/continue operations kept for ``status``.
 RECENT_OPERATIONS: Final = 20
@@ -123,10 +126,12 @@ class PauseCoordinator:
         is_pause: bool,
         mode: PauseMode | None,
         timeout_s: float | None,
-        waiter: ReplyTo | None,
+        waiter: ReplyTo | BarrierThen | None,
         at: Instant,
     ) -> tuple[PauseOperation, list[Effect]]:
         """Open a pause or continue for every live worker and the engine (if live).
+        ``waiter`` is answered when it finishes: a control request's reply address, or
+        an internal continuation called with the outcome (:data:`BarrierThen`).
 
         Returns the operation and the broadcast and engine command to send. An
         operation with no participants is complete at once; the caller answers it.
@@ -225,6 +230,8 @@ class PauseCoordinator:
             waiter: Any = op.waiter
             if isinstance(waiter, ReplyTo):
                 effects.append(Answer(waiter, outcome))
+            elif callable(waiter):  # an internal caller (a weight update's next step)
+                effects += waiter(outcome, at)
             if not op.complete:
                 self._counters.add("pause_timeouts", operation)
         return effects

@@ -229,3 +229,5 @@ class LoadSnapshot(msgspec.Struct, omit_defaults=True):
     #: The stack key, from the engine; a router that has one refuses a snapshot without
     #: it, and passes snapshots on to the workers without it.
     secret: str = ""
+    #: The version of the weights the engine serves ("": its own, never updated).
+    weight_version: str = ""

@@ -10,16 +10,23 @@ code.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 __all__ = [
+    "WEIGHT_VERSION",
     "BatchEmbeddingOutput",
     "BatchOutput",
     "BatchStrOutput",
     "BatchTokenIDOutput",
 ]
+
+
+#: The ``customized_info`` key of the weight version that made each row's tokens (absent:
+#: the engine's own weights, never updated). Workers answer it as
+#: ``meta_info.weight_version``, the version of a request's last row.
+WEIGHT_VERSION: Final = "weight_version"
 
 
 class _BatchColumns(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -84,7 +91,8 @@ class _GenerationColumns(_BatchColumns, kw_only=True):
     retraction_counts: list[int] | None = None
     #: Decode step index of each output token.
     token_steps: list[list[int]] | None = None
-    #: Engine-specific extras: key -> one value per request.
+    #: Engine-specific extras: key -> one value per request. Known key:
+    #: :data:`WEIGHT_VERSION`, the version of the weights that made the row's tokens.
     customized_info: dict[str, list[Any]] | None = None
     #: Data-parallel rank that served each request.
     dp_ranks: list[int] | None = None

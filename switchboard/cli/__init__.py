@@ -122,8 +122,10 @@ def build_parser(
         for module in COMMAND_GROUPS:
             _add_from(module, sub)
     # Every subcommand answers --version too (switchboard up --version), read when given.
+    # (Not where a command has an argument of that name: update-weights --version NAME.)
     for each in sub.choices.values():
-        each.add_argument("--version", action=VersionAction)
+        if "--version" not in each._option_string_actions:
+            each.add_argument("--version", action=VersionAction)
     return parser
 
 

@@ -28,11 +28,13 @@ import logging
 import time
 from dataclasses import dataclass
 
+import msgspec
+
 from router_core import tracing
 from router_core.engine_link import Command, EngineInput, EngineLink, Request
 from router_core.wire.control import ContinueRequest, FreezeGC, PauseRequest
 from router_core.wire.engine_commands import EngineCommand
-from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
+from router_core.wire.outputs import WEIGHT_VERSION, BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import AbortRequest, EmbeddingRequest, GenerateRequest
 from switchboard.counter_export import SYNC_INTERVAL_S, CounterExport
 from switchboard.engine.operator_commands import carry_out
@@ -188,7 +190,9 @@ class BuiltinEngine:
                 if due is not None and now >= due:
                     self.send(self.scheduler.step(now))
                 if now >= self._next_load:
-                    self.link.publish_load(self.scheduler.load())
+                    load = self.scheduler.load()
+                    version = self.scheduler.weight_version
+                    self.link.publish_load(msgspec.structs.replace(load, weight_version=version))
                     self._next_load = now + self.load_interval_s
                 if now >= next_export:
                     export.sync(self.link.counters)
@@ -244,6 +248,10 @@ class BuiltinEngine:
         tokens = [row for row in result.rows if not row.sequence.embedding]
         embeddings = [row for row in result.rows if row.sequence.embedding]
         if tokens:
-            self.link.send_batch(token_batch(tokens))
+            batch = token_batch(tokens)
+            if self.scheduler.weight_version:  # which weights made these tokens
+                version = [self.scheduler.weight_version] * len(tokens)
+                batch.customized_info = {**(batch.customized_info or {}), WEIGHT_VERSION: version}
+            self.link.send_batch(batch)
         if embeddings:
             self.link.send_batch(embedding_batch(embeddings))

@@ -14,13 +14,13 @@ from typing import Any, Final
 
 import msgspec
 
-from router_core.control.command_args import FlushCacheArgs
-from router_core.control.replies import FlushCacheReply
+from router_core.control.command_args import FlushCacheArgs, UpdateWeightsArgs
+from router_core.control.replies import FlushCacheReply, WeightsLoaded
 from router_core.engine_link import Command, EngineLink
 from router_core.wire.engine_commands import REPLY_CODES, EngineCommand, ReplyCode
 from switchboard.engine.queueing import QueueingScheduler
 
-__all__ = ["HANDLERS", "Refusal", "carry_out", "flush_cache"]
+__all__ = ["HANDLERS", "Refusal", "carry_out", "flush_cache", "update_weights"]
 
 #: Request ids a refusal names before it counts the rest.
 NAMED_RIDS: Final = 8
@@ -58,9 +58,26 @@ def flush_cache(scheduler: QueueingScheduler, args: FlushCacheArgs) -> FlushCach
     return FlushCacheReply(flushed=True, dropped_tokens=dropped)
 
 
+def update_weights(scheduler: QueueingScheduler, args: UpdateWeightsArgs) -> WeightsLoaded:
+    """Load ``args.model`` as ``args.version`` (the router paused generation first);
+    refused while requests run unpaused (``conflict``), and ``bad_arguments`` naming the
+    file and the reason for weights that cannot be loaded (the old ones serve on)."""
+    running = scheduler.running_sequences()
+    if running and scheduler.paused is None:
+        raise Refusal(
+            "conflict", f"{len(running)} requests are running ({_rids(scheduler)}); pause first"
+        )
+    try:
+        version = scheduler.load_weights(args.model, args.version)
+    except ValueError as exc:
+        raise Refusal("bad_arguments", str(exc)) from exc
+    return WeightsLoaded(version=version, model=args.model)
+
+
 #: The engine's handler of each command it carries out, by command name.
 HANDLERS: Final[dict[str, Callable[[QueueingScheduler, Any], msgspec.Struct]]] = {
     "flush_cache": flush_cache,
+    "update_weights": update_weights,
 }
 
 

@@ -90,6 +90,14 @@ class QueueingScheduler(ABC):
         self.duplicates = 0
         #: Requests refused (finished with an abort row) because the queue was full.
         self.queue_full = 0
+        #: The weights serving: "" for the backend's own, else the last update's version.
+        self.weight_version = ""
+
+    def load_weights(self, model: str, version: str) -> str:
+        """Serve the weights of ``model`` as ``version``; the version now serving.
+        ValueError naming what is wrong leaves the old weights serving. The default
+        backend cannot load weights."""
+        raise ValueError("this engine cannot load weights")
 
     def flush_cache(self) -> int:
         """Drop whatever cache this backend keeps; the tokens' worth it held. Only called

@@ -33,8 +33,11 @@ n``; :meth:`Scheduler.next_step_at` says when the next step is due.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from router_core.settings_fields import flagged
 from router_core.wire.control import LoadSnapshot
@@ -42,7 +45,7 @@ from router_core.wire.finish import stop_reason
 from switchboard.engine.queueing import QUEUE_FULL, QueueingScheduler, WaitingQueue
 from switchboard.engine.sequences import FinishReason, Sequence, StepResult, StepRow
 from switchboard.engine.stopping import finish_reason
-from switchboard.engine.tokens import embedding_for, generated_token
+from switchboard.engine.tokens import embedding_for, generated_token, version_seed
 
 __all__ = [
     "QUEUE_FULL",
@@ -84,6 +87,11 @@ class SchedulerConfig:
         bound="non_negative",
     )
     vocab_seed: int = flagged(0, help="the seed of the token rule")
+    weight_load_s: float = flagged(
+        0.0,
+        help="seconds a weight update's load takes (the simulation loads nothing)",
+        bound="non_negative",
+    )
     eos_token_id: int | None = None
     embedding_dimension: int = 64
 
@@ -112,6 +120,26 @@ class Scheduler(QueueingScheduler):
         self.running: dict[tuple[str, str], Sequence] = {}
         self.last_step_tokens = 0
         self._next_step_at = 0.0
+        #: The token rule's seed: the configured one, moved by each weight version.
+        self.seed = config.vocab_seed
+
+    def load_weights(self, model: str, version: str) -> str:
+        """Serve ``version``: the token rule's seed becomes :func:`version_seed` of it (so
+        a test predicts each version's text); ``model``, when given, must be a readable
+        file (nothing is read from it). Its version: ``version``, else the file's name.
+        ValueError naming what is wrong."""
+        if model:
+            path = Path(model)
+            if not path.is_file() or not os.access(path, os.R_OK):
+                raise ValueError(f"{model}: no readable file there")
+        chosen = version or Path(model).name
+        if not chosen:
+            raise ValueError("give a version, or a model file to take it from")
+        if self.config.weight_load_s:
+            time.sleep(self.config.weight_load_s)  # a load is slow; generation is paused
+        self.seed = version_seed(self.config.vocab_seed, chosen)
+        self.weight_version = chosen
+        return chosen
 
     def running_sequences(self) -> list[Sequence]:
         return list(self.running.values())
@@ -174,7 +202,7 @@ class Scheduler(QueueingScheduler):
             )
             return StepRow(seq, [], stop_reason(None), vector)
         index = len(seq.output_ids)
-        token = generated_token(self.config.token_pool, seq.prompt, index, self.config.vocab_seed)
+        token = generated_token(self.config.token_pool, seq.prompt, index, self.seed)
         seq.output_ids.append(token)
         return StepRow(seq, [token], self._finish_reason(seq))
 

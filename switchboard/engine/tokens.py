@@ -30,6 +30,7 @@ __all__ = [
     "embedding_for",
     "generated_token",
     "text_token_pool",
+    "version_seed",
 ]
 
 #: Multiplier of the prompt-id sum in the token rule.
@@ -44,6 +45,14 @@ def generated_token(pool: Sequence[int], prompt: Sequence[int], index: int, seed
         raise ValueError("the token pool is empty")
     slot = sum(prompt) * TOKEN_PROMPT_FACTOR + index * TOKEN_POSITION_STRIDE + seed
     return pool[slot % len(pool)]
+
+
+def version_seed(seed: int, version: str) -> int:
+    """The token rule's seed under weight ``version``: ``seed`` plus the first 8 bytes of
+    the SHA-256 of the version's UTF-8 (docs/engine.md), ``seed`` itself for ``""``."""
+    if not version:
+        return seed
+    return seed + int.from_bytes(hashlib.sha256(version.encode()).digest()[:8], "big")
 
 
 def text_token_pool(

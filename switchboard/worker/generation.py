@@ -14,12 +14,12 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from httpkit.spans import server_traceparent
 from router_core.wire import Kind
 from router_core.wire.finish import length_reason
-from router_core.wire.outputs import BatchEmbeddingOutput, BatchStrOutput
+from router_core.wire.outputs import WEIGHT_VERSION, BatchEmbeddingOutput, BatchStrOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
 from router_core.worker_link import OutputRow, RequestLost, WorkerLink, finish_reason_of
 from switchboard.text import TextCodec
@@ -80,6 +80,9 @@ class TextChunk:
     finish_reason: dict[str, Any] | None
     #: The new tokens' logprobs, when they were asked for.
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    #: The weights that made the chunk's last token (:data:`DEFAULT_WEIGHT_VERSION`:
+    #: the engine's own, never updated).
+    weight_version: str = "default"
 
 
 @dataclass(slots=True)
@@ -94,6 +97,8 @@ class TextResult:
     finish_reason: dict[str, Any] | None
     latency_s: float
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    #: The weights that made its last token.
+    weight_version: str = "default"
 
 
 @dataclass(slots=True)
@@ -112,6 +117,18 @@ def _first(column: Sequence[Any] | None, default: Any) -> Any:
     return column[0]
 
 
+#: The weight version of tokens an engine's own weights made (SGLang's default name).
+DEFAULT_WEIGHT_VERSION: Final = "default"
+
+
+def weight_version_of(row: OutputRow) -> str:
+    """The version of the weights that made ``row``'s tokens (the engine stamps it in
+    ``customized_info``; none: the engine's own)."""
+    extras = getattr(row, "customized_info", None) or {}
+    stamped = _first(extras.get(WEIGHT_VERSION), "")
+    return stamped if isinstance(stamped, str) and stamped else DEFAULT_WEIGHT_VERSION
+
+
 def _chunk(rows: Sequence[OutputRow]) -> TextChunk:
     """One chunk of the text rows ``rows`` (consecutive rows of one request)."""
     text = "".join(_first(row.output_strs, "") for row in rows if isinstance(row, BatchStrOutput))
@@ -123,6 +140,7 @@ def _chunk(rows: Sequence[OutputRow]) -> TextChunk:
         cached_tokens=_first(last.cached_tokens, 0),
         finish_reason=finish_reason_of(last),
         logprobs=[item for row in rows for item in row_logprobs(row)],
+        weight_version=weight_version_of(last),
     )
 
 
@@ -322,6 +340,7 @@ class Generation:
             finish_reason=last.finish_reason,
             latency_s=time.monotonic() - started,
             logprobs=tokens,
+            weight_version=last.weight_version,
         )
 
     async def embed(self, prompt: Prompt, rid: str) -> EmbeddingResult:

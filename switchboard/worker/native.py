@@ -116,6 +116,7 @@ def _meta(
         "prompt_tokens": chunk.prompt_tokens,
         "completion_tokens": chunk.completion_tokens,
         "cached_tokens": chunk.cached_tokens,
+        "weight_version": chunk.weight_version,
     }
     if latency_s is not None:
         meta["e2e_latency"] = latency_s

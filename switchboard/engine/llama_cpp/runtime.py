@@ -122,6 +122,14 @@ class LlamaRuntime:
         """Drop every KV cell of ``sequence``: its cells serve other sequences at once."""
         self._api.llama_memory_seq_rm(self._memory, sequence, -1, -1)
 
+    def vocabulary(self) -> tuple[bytes, ...]:
+        """Every token's piece as the model's vocabulary writes it, by id (what a
+        tokenizer loaded from the same file maps text to)."""
+        api = self._api
+        return tuple(
+            api.llama_vocab_get_text(self._vocab, token) or b"" for token in range(self.n_vocab)
+        )
+
     def clear_memory(self) -> None:
         """Drop every KV cell of every sequence (``llama_memory_clear``, data too)."""
         self._api.llama_memory_clear(self._memory, True)

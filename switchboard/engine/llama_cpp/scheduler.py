@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from router_core.wire.control import LoadSnapshot
 from router_core.wire.finish import abort_reason, length_reason
 from router_core.wire.requests import SamplingParams
 from switchboard.engine.llama_cpp.config import LlamaConfig
+from switchboard.engine.llama_cpp.model_file import ModelFileError
 from switchboard.engine.llama_cpp.planner import Chunk, Slot, fits, plan_step
 from switchboard.engine.llama_cpp.runtime import DECODE_NO_KV_SLOT, FeedToken, LlamaRuntime
 from switchboard.engine.llama_cpp.sampling import SamplerChain, logprob
@@ -215,6 +217,39 @@ class LlamaScheduler(QueueingScheduler):
 
     # ------------------------------------------------------------------ load
 
+    def load_weights(self, model: str, version: str) -> str:
+        """Load the GGUF file ``model`` in place of the weights serving, as ``version``
+        (default: the file's name). The old weights serve on, and ValueError names the
+        file and the reason, when it cannot be opened, when its vocabulary is not the
+        running tokenizer's (token for token), or while requests paused in place hold
+        KV cells of the old weights (a new model has a new context: pause with retract
+        to have them prefill again under the new weights)."""
+        if not model:
+            raise ValueError("give the GGUF file to load (model)")
+        if self.slots:
+            raise ValueError(
+                f"{model}: {len(self.slots)} requests paused in place hold KV cells of the "
+                "old weights; pause with retract or abort to update"
+            )
+        try:
+            fresh = LlamaRuntime(model, self.runtime.config)
+        except (OSError, ModelFileError) as exc:
+            raise ValueError(f"{model}: {exc}") from exc
+        try:
+            differs = _vocabulary_difference(self.runtime, fresh)
+        except BaseException:
+            fresh.close()
+            raise
+        if differs:
+            fresh.close()
+            raise ValueError(
+                f"{model}: its vocabulary differs from the running tokenizer's ({differs})"
+            )
+        old, self.runtime = self.runtime, fresh
+        old.close()
+        self.weight_version = version or Path(model).name
+        return self.weight_version
+
     def flush_cache(self) -> int:
         """Clear the KV cache; the cells it held. Refused (:class:`CacheInUse`) while a
         request paused in place holds cells: clearing them would lose its state."""
@@ -259,6 +294,16 @@ class LlamaScheduler(QueueingScheduler):
         for chain in self._chains.values():
             chain.free()
         self._chains.clear()
+
+
+def _vocabulary_difference(running: LlamaRuntime, fresh: LlamaRuntime) -> str:
+    """How ``fresh``'s vocabulary differs from ``running``'s, or "" if it does not."""
+    if fresh.n_vocab != running.n_vocab:
+        return f"{fresh.n_vocab} tokens, not {running.n_vocab}"
+    for token, (new, old) in enumerate(zip(fresh.vocabulary(), running.vocabulary(), strict=True)):
+        if new != old:
+            return f"token {token} is {new!r}, not {old!r}"
+    return ""
 
 
 def _feed(chunks: list[Chunk]) -> list[FeedToken]:
