@@ -17,7 +17,7 @@ import httpx
 import msgspec
 
 from router_core.control import ControlClient, ControlCommand, ControlError
-from router_core.control.commands import LIST_WORKERS, LOAD
+from router_core.control.commands import DETOK_STATUS, LIST_WORKERS, LOAD
 from router_core.control.commands import STATUS as ROUTER_STATUS
 from router_core.control.replies import WorkerView
 from switchboard.supervisor.children import Child, ReadyCheck, describe_exit
@@ -89,9 +89,11 @@ class Probes:
         return client.request(command, args, reply_timeout_s=timeout_s)
 
     def control_answers(self, endpoint: str) -> bool:
-        """The control socket at ``endpoint`` answers ``status``."""
+        """The control socket at ``endpoint`` answers ``status`` (the tokenizer router's,
+        or at any other endpoint the detokenizer router's)."""
+        status = ROUTER_STATUS if endpoint == self.router_control else DETOK_STATUS
         try:
-            self.request(endpoint, ROUTER_STATUS)
+            self.request(endpoint, status)
         except ControlError:
             return False
         return True
