@@ -145,7 +145,8 @@ def start_detached(
     is not private. 1, naming the cause on ``err``: a stack already running from the run
     directory, a port already in use (a server that is not this run directory's stack),
     the supervisor exiting before it served (with its log's last lines), or the bound
-    passing (the supervisor is then stopped).
+    passing (the supervisor is then stopped). 130 on Ctrl-C while waiting (the
+    supervisor is stopped too).
     """
     if settings.run_dir is None:
         return _refusal(
@@ -187,17 +188,22 @@ def start_detached(
             start_new_session=True,
         )
     deadline = time.monotonic() + wait_timeout_s
-    while True:
-        verdict = judge_start(
-            process.poll(),
-            read_record(run_dir),
-            pid=process.pid,
-            incarnation=incarnation,
-            expired=time.monotonic() >= deadline,
-        )
-        if verdict.kind != "waiting":
-            break
-        time.sleep(_POLL_INTERVAL_S)
+    try:
+        while True:
+            verdict = judge_start(
+                process.poll(),
+                read_record(run_dir),
+                pid=process.pid,
+                incarnation=incarnation,
+                expired=time.monotonic() >= deadline,
+            )
+            if verdict.kind != "waiting":
+                break
+            time.sleep(_POLL_INTERVAL_S)
+    except KeyboardInterrupt:
+        # Ctrl-C while waiting means "not this stack": it must not run on unseen.
+        how = _abandon(process)
+        return _refusal(err, f"interrupted; the supervisor (pid {process.pid}) was {how}", 130)
     if verdict.kind == "exited":
         return _refusal(
             err,
