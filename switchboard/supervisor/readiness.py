@@ -91,7 +91,9 @@ class Probes:
     def control_answers(self, endpoint: str) -> bool:
         """The control socket at ``endpoint`` answers ``status`` (the tokenizer router's,
         or at any other endpoint the detokenizer router's)."""
-        status = ROUTER_STATUS if endpoint == self.router_control else DETOK_STATUS
+        status: ControlCommand[Any, Any] = (
+            ROUTER_STATUS if endpoint == self.router_control else DETOK_STATUS
+        )
         try:
             self.request(endpoint, status)
         except ControlError:

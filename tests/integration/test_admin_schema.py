@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.catalogue import COMMANDS
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
 from tests.integration.harness.polling import missing, wait_until
 
@@ -47,30 +48,21 @@ MAX_BARRIER_S = 2.0
 #: No single request may take longer (a barrier answers within its own timeout).
 REQUEST_TIMEOUT_S = 30.0
 #: Operations that are barriers: their documented 504 carries the timed-out operation.
-BARRIERS = frozenset({"/api/pause", "/api/continue", "/pause_generation", "/continue_generation"})
-#: Operations that change state, each needing an operator token.
-MUTATIONS = (
-    ("POST", "/api/pause"),
-    ("POST", "/api/continue"),
-    ("POST", "/pause_generation"),
-    ("POST", "/continue_generation"),
-    ("POST", "/api/workers/{worker_id}/drain"),
-    ("POST", "/api/workers/{worker_id}/undrain"),
-    ("POST", "/api/freeze_gc"),
-    ("POST", "/api/abort"),
-    ("POST", "/abort_request"),
+BARRIERS = frozenset(path for entry in COMMANDS if entry.barrier for path in entry.paths)
+#: Operations that change state, each needing an operator token: every audited command's.
+MUTATIONS = tuple(
+    (entry.method, path) for entry in COMMANDS if entry.audited for path in entry.paths
 )
-#: Every operation schemathesis generates requests for.
+#: Every operation schemathesis generates requests for: every command's but the stream,
+#: and the probes.
 GENERATED = (
-    ("GET", "/api/workers"),
-    ("GET", "/api/workers/{worker_id}"),
-    ("GET", "/api/status"),
-    ("GET", "/api/load"),
-    ("GET", "/api/whoami"),
-    ("GET", "/api/commands"),
-    ("GET", "/api/audit"),
-    ("GET", "/api/worker_stats"),
-    ("GET", "/api/history"),
+    *(
+        (entry.method, path)
+        for entry in COMMANDS
+        if not entry.audited
+        for path in entry.paths
+        if (entry.method, path) != ("GET", "/api/events")
+    ),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),

@@ -213,14 +213,15 @@ def admin_stack(
     where: pytest.TempPathFactory | Path,
     *,
     workers: int = 2,
-    step_time: float = 0.005,
+    step_time: float | None = 0.005,
     extra_args: Sequence[str] = (),
     configure_tokens: bool = True,
 ) -> Iterator[AdminStack]:
     """Start ``switchboard up`` with its admin app (see the module docstring).
 
     ``where`` is a ``tmp_path_factory`` or a directory for the logs (``up.stdout``,
-    ``up.stderr``); ``extra_args`` are more ``switchboard up`` flags.
+    ``up.stderr``); ``extra_args`` are more ``switchboard up`` flags; ``step_time`` None
+    sets none (an engine command takes its own).
     ``configure_tokens=False`` sets no token, so the supervisor generates an operator
     token: ``operator_token`` is then the one in the serving line's console URL and
     ``viewer_token`` is empty.
@@ -242,7 +243,7 @@ def admin_stack(
         *("--port", str(port)),
         *("--admin-port", str(admin_port)),
         *("--run-dir", str(run_dir)),
-        *("--step-time-s", repr(step_time)),
+        *(() if step_time is None else ("--step-time-s", repr(step_time))),
         *extra_args,
     ]
     with open(log_dir / "up.stdout", "wb") as out, open(log_dir / "up.stderr", "wb") as err:
