@@ -85,7 +85,7 @@ export class Actions {
     for (const button of this.generation) button.hidden = !generation.has(button.dataset.command);
     this.workers.setActions(scoped("worker"));
     this.engine = scoped("engine").map((command) => this.engineButton(command));
-    ui.engineActions.replaceChildren(...this.engine.map(({ button }) => button));
+    ui.engineActions.replaceChildren(...this.engine.map(({ group }) => group));
     ui.engineActions.hidden = this.engine.length === 0;
     this.offered = offered;
     this.refresh();
@@ -98,13 +98,38 @@ export class Actions {
     return offered?.get(name) ?? null;
   }
 
+  /** An engine action's button, after an input for each body argument it takes but
+   * its timeout: a choice list for one with choices (its default chosen), else a text
+   * field (<name>-<argument>, e.g. update-weights-model). */
   engineButton(command) {
+    const stem = command.name.replaceAll("_", "-");
+    const group = document.createElement("span");
+    group.className = "engine-action";
+    const inputs = {};
+    for (const argument of command.arguments) {
+      if (argument.place !== "body" || argument.name === "timeout_s") continue;
+      const input = argument.choices.length ? document.createElement("select") : document.createElement("input");
+      for (const choice of argument.choices) {
+        input.append(new Option(choice, choice, false, choice === argument.default));
+      }
+      if (!argument.choices.length) {
+        input.type = "text";
+        input.placeholder = argument.name;
+        input.value = argument.default ?? "";
+      }
+      input.title = argument.summary;
+      input.setAttribute("aria-label", `${command.console.label}: ${argument.name}`);
+      input.dataset.testid = `${stem}-${argument.name.replaceAll("_", "-")}`;
+      inputs[argument.name] = input;
+      group.append(input);
+    }
     const button = document.createElement("button");
     button.type = "button";
     button.textContent = command.console.label;
-    button.dataset.testid = `${command.name.replaceAll("_", "-")}-button`;
-    button.addEventListener("click", () => this.engineAction(command, button));
-    return { command, button };
+    button.dataset.testid = `${stem}-button`;
+    button.addEventListener("click", () => this.engineAction(command, button, inputs));
+    group.append(button);
+    return { command, button, group };
   }
 
   /** Mark every action available or not for the token's role. */
@@ -199,7 +224,7 @@ export class Actions {
 
   /** An action on the whole engine (freeze GC, flush the cache) from the engine panel;
    * the command's confirmation question first, when it has one. */
-  async engineAction(command, button) {
+  async engineAction(command, button, inputs = {}) {
     const label = command.console.label;
     if (button.getAttribute("aria-disabled") === "true") {
       showResult("warning", VIEWER_REFUSAL);
@@ -211,7 +236,11 @@ export class Actions {
     }
     await busy(button, async () => {
       showResult("info", `${label}…`);
-      const answer = await api(command.method, apiPath(command));
+      const body = Object.fromEntries(Object.entries(inputs).map(([name, input]) => [name, input.value]));
+      const waitMs = command.barrier || command.engine ? 120000 : undefined;
+      const answer = Object.keys(body).length
+        ? await api(command.method, apiPath(command), body, waitMs)
+        : await api(command.method, apiPath(command), undefined, waitMs);
       if (answer.ok && answer.body && typeof answer.body === "object") {
         const said = fieldsSaid(answer.body);
         showResult("ok", `${label}: ${said}.`, answer.status);

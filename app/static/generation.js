@@ -135,6 +135,7 @@ export function applyLoad(load) {
   if (!load) {
     ui.loadRunning.textContent = "—";
     ui.loadWaiting.textContent = "—";
+    ui.loadWeights.textContent = "—";
     ui.loadUsage.textContent = "—";
     ui.usageMeter.value = 0;
     ui.loadAge.textContent = "The engine has not reported its load.";
@@ -144,6 +145,8 @@ export function applyLoad(load) {
     ? `${load.running} / ${load.max_running}`
     : String(load.running ?? "—");
   ui.loadWaiting.textContent = String(load.waiting ?? "—");
+  // The engine's own weights have no version until an update names one.
+  ui.loadWeights.textContent = load.weight_version || "default (the engine's own)";
   const usage = Number(load.token_usage);
   ui.loadUsage.textContent = Number.isFinite(usage) ? `${(usage * 100).toFixed(0)}%` : "—";
   ui.usageMeter.value = Number.isFinite(usage) ? Math.min(1, Math.max(0, usage)) : 0;

@@ -29,6 +29,7 @@ export const ui = {
   engineActions: byTestId("engine-actions"),
   loadRunning: byTestId("load-running"),
   loadWaiting: byTestId("load-waiting"),
+  loadWeights: byTestId("load-weights"),
   loadUsage: byTestId("load-usage"),
   usageMeter: $("#usage-meter"),
   loadAge: byTestId("load-age"),

@@ -32,6 +32,10 @@ MUTATIONS = [
     ("POST", "/api/freeze_gc", None),
     ("POST", "/api/abort", {"rid": "no-such-request"}),
     ("POST", "/abort_request", {"rid": "no-such-request"}),
+    ("POST", "/api/flush_cache", None),
+    ("POST", "/flush_cache", None),
+    ("POST", "/api/update_weights", {"version": "listed", "mode": "retract"}),
+    ("POST", "/update_weights_from_disk", {"weight_version": "listed-sglang"}),
 ]
 READS = ["/api/workers", "/api/workers/w0", "/api/status", "/api/load", "/api/commands"]
 

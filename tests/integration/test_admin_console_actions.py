@@ -144,3 +144,40 @@ class TestConsoleActions:
         with console_page(browser, stack, stack.viewer_token) as (page, _):
             expect(by_testid(page, "viewer-note")).to_be_visible()
             expect(by_testid(page, "freeze-gc-button")).to_have_attribute("aria-disabled", "true")
+
+    def test_flush_cache_and_update_weights_from_the_engine_panel(
+        self, browser: Browser, stack: AdminStack
+    ) -> None:
+        """Flush cache asks first (dismissed: nothing sent; accepted: 200, what the engine
+        dropped); Update weights takes its version and mode from the panel's inputs, runs
+        the barrier and the panel shows the weights now serving."""
+        from playwright.sync_api import expect
+
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        with console_page(browser, stack, stack.operator_token) as (page, problems):
+            expect(by_testid(page, "connection")).to_have_attribute("data-connection", "live")
+            posts: list[str] = []
+            page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+            page.once("dialog", lambda dialog: dialog.dismiss())
+            by_testid(page, "flush-cache-button").click()
+            result = by_testid(page, "op-result")
+            expect(result).to_contain_text("Flush cache: not done (cancelled).")
+            assert not [url for url in posts if url.endswith("/api/flush_cache")]
+            page.once("dialog", lambda dialog: dialog.accept())
+            with page.expect_response(posted("/api/flush_cache")) as flushed:
+                by_testid(page, "flush-cache-button").click()
+            assert flushed.value.status == 200, flushed.value.text()
+            expect(result).to_have_text("Flush cache: flushed yes; dropped tokens 0.")
+
+            expect(by_testid(page, "update-weights-mode")).to_have_value("retract")
+            by_testid(page, "update-weights-version").fill("console-1")
+            by_testid(page, "update-weights-mode").select_option("in_place")
+            page.once("dialog", lambda dialog: dialog.accept())
+            with page.expect_response(posted("/api/update_weights")) as updated:
+                by_testid(page, "update-weights-button").click()
+            assert updated.value.status == 200, updated.value.text()
+            body = updated.value.json()
+            assert body["version"] == "console-1" and body["paused"]["mode"] == "in_place"
+            expect(result).to_contain_text("Update weights: version console-1")
+            expect(by_testid(page, "load-weights")).to_have_text("console-1")
+            assert not problems.errors, problems.errors

@@ -37,7 +37,7 @@ class TestControlErrors:
         ]
         for command, args, code in cases:
             with pytest.raises(ControlError) as caught:
-                router.ctl(command, **args)
+                router.raw_ctl(command, **args)
             assert caught.value.code is code, (command, args, caught.value)
         # ControlClient.call keeps timeout_s for itself, so these go over a raw DEALER.
         dealer = sockets.connected(zmq.DEALER, router.endpoints.control)
@@ -83,5 +83,5 @@ class TestControlErrors:
         router = stack.start_router()
         stack.start_engine(wait_live=router)
         with pytest.raises(ControlError) as caught:
-            router.ctl("pause", timeout_s=-1)
+            router.raw_ctl("pause", timeout_s=-1)
         assert caught.value.code is ErrorCode.BAD_ARGUMENTS

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from router_core.control import command_args as cargs
 from router_core.control import commands as spec
 from router_core.control.replies import OperationOutcome, RouterStatus, WorkerView
 from tests.integration.harness import Stack
@@ -16,13 +17,15 @@ pytestmark = pytest.mark.integration
 
 #: Arguments for each tokenizer router command; pause and continue run a real barrier.
 _ARGS: dict[str, msgspec.Struct] = {
-    "list_workers": spec.ListWorkersArgs(include_departed=True),
-    "get_worker": spec.WorkerArgs(worker_id="w0"),
-    "pause": spec.PauseArgs(mode="in_place", timeout_s=5.0),
-    "continue": spec.ContinueArgs(timeout_s=5.0),
-    "drain": spec.WorkerArgs(worker_id="w0"),
-    "undrain": spec.WorkerArgs(worker_id="w0"),
-    "abort": spec.AbortArgs(rid="no-such-request"),
+    "list_workers": cargs.ListWorkersArgs(include_departed=True),
+    "get_worker": cargs.WorkerArgs(worker_id="w0"),
+    "pause": cargs.PauseArgs(mode="in_place", timeout_s=5.0),
+    "continue": cargs.ContinueArgs(timeout_s=5.0),
+    "drain": cargs.WorkerArgs(worker_id="w0"),
+    "undrain": cargs.WorkerArgs(worker_id="w0"),
+    "abort": cargs.AbortArgs(rid="no-such-request"),
+    "flush_cache": cargs.FlushCacheArgs(timeout_s=5.0),
+    "update_weights": cargs.UpdateWeightsArgs(version="typed-1", mode="in_place", timeout_s=5.0),
 }
 
 #: Fields that move between two calls made a moment apart.
@@ -36,10 +39,10 @@ def _same_shape(typed: Any, raw: Any) -> None:
         assert set(encoded) == set(raw)
         for key, value in raw.items():
             if key not in _MOVING:
-                _same_shape(typed[key] if isinstance(typed, dict) else getattr(typed, key), value)
+                _same_shape(encoded[key], value)  # by its wire name (a struct may rename)
     elif isinstance(raw, list) and raw and isinstance(raw[0], dict):
         assert len(encoded) == len(raw)
-        for typed_item, raw_item in zip(typed, raw, strict=True):
+        for typed_item, raw_item in zip(encoded, raw, strict=True):
             _same_shape(typed_item, raw_item)
 
 
@@ -66,7 +69,7 @@ class TestTypedReplies:
         assert replies["metrics"].engine.up is True
         for name in ("status", "list_workers", "get_worker", "load", "freeze_gc", "metrics"):
             command = spec.TOKENIZER_ROUTER_COMMANDS[name]
-            raw = client._call(name, **msgspec.to_builtins(_ARGS.get(name) or spec.NoArgs()))
+            raw = client._call(name, **msgspec.to_builtins(_ARGS.get(name) or cargs.NoArgs()))
             _same_shape(client.request(command, _ARGS.get(name)), raw)
 
     def test_detokenizer_router_commands_decode_as_their_types(self, stack: Stack) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from router_core.control import ControlClient, ControlError, ErrorCode
+from router_core.control.commands import DETOKENIZER_ROUTER_COMMANDS, TOKENIZER_ROUTER_COMMANDS
 from router_core.credentials import KEY_FILE, read_key
 from router_core.endpoints import ROUTER_STATE_FILE, DetokenizerRouterEndpoints, RouterEndpoints
 from tests.integration.harness.control import ask
@@ -67,17 +68,20 @@ class TestStackUnderUmask000:
 
         key = read_key(run_dir / KEY_FILE)
         controls = (
-            RouterEndpoints.in_run_dir(run_dir).control,
-            DetokenizerRouterEndpoints.in_run_dir(run_dir, 1).control,
+            (RouterEndpoints.in_run_dir(run_dir).control, TOKENIZER_ROUTER_COMMANDS),
+            (
+                DetokenizerRouterEndpoints.in_run_dir(run_dir, 1).control,
+                DETOKENIZER_ROUTER_COMMANDS,
+            ),
         )
         with bounded_context() as context:
-            for endpoint in controls:
+            for endpoint, commands in controls:
                 keyless = ControlClient(endpoint, timeout_s=5.0, context=context)
                 with keyless, pytest.raises(ControlError) as refused:
-                    ask(keyless, "status")
+                    ask(keyless, "status", commands=commands)
                 assert refused.value.code is ErrorCode.UNAUTHORIZED, endpoint
                 with ControlClient(endpoint, timeout_s=5.0, context=context, key=key) as keyed:
-                    assert ask(keyed, "status")["pid"] > 0
+                    assert ask(keyed, "status", commands=commands)["pid"] > 0
         for words in (("status",), ("--detok-router", "status"), ("list_workers",)):
             done = _ctl(run_dir, *words)
             assert done.returncode == 0, done.stderr

@@ -61,6 +61,12 @@ class RouterHandle:
         self.process.assert_running()
         return ask(self.control, command, **args)
 
+    def raw_ctl(self, command: str, **args: Any) -> Any:
+        """``command`` with ``args`` as they are, unchecked: for tests of the router's
+        own refusals (an unknown command, arguments its struct does not take)."""
+        self.process.assert_running()
+        return self.control._call(command, **args)
+
 
 @dataclass
 class DetokRouterHandle:
