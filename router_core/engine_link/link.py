@@ -1,8 +1,9 @@
 """The engine link: what an engine uses to take part in a Switchboard stack.
 
 An engine binds one PULL, where the tokenizer router sends it requests (``GENERATE``,
-``EMBED``, ``ABORT``) and commands (``PAUSE``, ``CONTINUE``, ``FREEZE_GC``), and connects
-two PUSHes: ``events`` (acknowledgements and load snapshots, to the router) and
+``EMBED``, ``ABORT``) and commands (``PAUSE``, ``CONTINUE``, ``FREEZE_GC``, and an
+operator's ``ENGINE_COMMAND``), and connects two PUSHes: ``events`` (acknowledgements,
+answers to engine commands and load snapshots, to the router: :mod:`.events`) and
 ``outputs`` (batches, idle batches and freeze-GC, to the detokenizer router or to the
 router). :class:`EngineLink` owns the three sockets; the engine calls :meth:`EngineLink.poll`
 in its loop and the send methods in between. One thread uses a link; it is not
@@ -42,6 +43,7 @@ from router_core import tracing
 from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
 from router_core.endpoints import EngineEndpoints, check_endpoint
+from router_core.engine_link.events import acknowledgement, command_reply, load_message
 from router_core.engine_link.gate import InputGate
 from router_core.engine_link.inputs import EngineInput, Request, read_input
 from router_core.engine_link.traces import RequestSpans
@@ -63,14 +65,12 @@ from router_core.wire import (
     frame_message,
 )
 from router_core.wire.control import (
-    ENGINE,
-    Acknowledgement,
     ContinueRequest,
     FreezeGC,
     LoadSnapshot,
     PauseRequest,
 )
-from router_core.wire.engine_commands import CommandReply, ReplyCode
+from router_core.wire.engine_commands import ReplyCode
 from router_core.wire.outputs import (
     BatchEmbeddingOutput,
     BatchOutput,
@@ -314,8 +314,7 @@ class EngineLink:
 
     def acknowledge(self, op_id: str) -> bool:
         """Tell the router that pause/continue ``op_id`` has been applied."""
-        ack = Acknowledgement(op_id=op_id, participant=ENGINE, secret=self._key)
-        return self._send(self._link().events, frame_message(Kind.ACK, ack), "ack")
+        return self._send(self._link().events, acknowledgement(op_id, self._key), "ack")
 
     def answer_command(
         self,
@@ -328,30 +327,17 @@ class EngineLink:
         """Answer engine command ``op_id``: done, with ``result`` (the command's reply
         struct, or None for one without figures), or refused with ``code`` and
         ``message`` (one sentence naming what was wrong)."""
-        if code is None:
-            fields = {} if result is None else msgspec.to_builtins(result)
-            reply = CommandReply(op_id=op_id, ok=True, result=fields, secret=self._key)
-        else:
-            reply = CommandReply(
-                op_id=op_id, ok=False, code=code, message=message, secret=self._key
-            )
-        frames = frame_message(Kind.COMMAND_REPLY, reply)
+        frames = command_reply(op_id, result, code, message, self._key)
         return self._send(self._link().events, frames, "command_reply")
 
     def publish_load(self, snapshot: LoadSnapshot) -> bool:
-        """Publish a load snapshot; also keeps the engine live.
-
-        ``taken_ns`` is stamped now and ``engine_started_ns`` with when the link opened,
-        where they are 0 (the latter is how workers notice an engine restart); ``secret``
-        is the link's key.
-        """
-        stamps: dict[str, object] = {"secret": self._key}
-        if snapshot.taken_ns == 0:
-            stamps["taken_ns"] = time.time_ns()
-        if snapshot.engine_started_ns == 0:
-            stamps["engine_started_ns"] = self._link().opened_ns
-        snapshot = msgspec.structs.replace(snapshot, **stamps)
-        return self._send(self._link().events, frame_message(Kind.LOAD, snapshot), "load")
+        """Publish a load snapshot; also keeps the engine live. ``taken_ns`` is stamped
+        now and ``engine_started_ns`` with when the link opened, where they are 0 (the
+        latter is how workers notice an engine restart); ``secret`` is the link's key."""
+        frames = load_message(
+            snapshot, self._key, opened_ns=self._link().opened_ns, now_ns=time.time_ns()
+        )
+        return self._send(self._link().events, frames, "load")
 
     def backlogs(self) -> dict[str, int]:
         """Messages waiting per socket (``events``, ``outputs``), for throttling or metrics."""

@@ -12,19 +12,26 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
 
 from httpkit.spans import server_traceparent
 from router_core.wire import Kind
 from router_core.wire.finish import length_reason
-from router_core.wire.outputs import WEIGHT_VERSION, BatchEmbeddingOutput, BatchStrOutput
+from router_core.wire.outputs import BatchEmbeddingOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
-from router_core.worker_link import OutputRow, RequestLost, WorkerLink, finish_reason_of
+from router_core.worker_link import RequestLost, WorkerLink, finish_reason_of
 from switchboard.text import TextCodec
-from switchboard.worker.logprobs import LOGPROBS_FEATURE, TokenLogprob, row_logprobs
+from switchboard.worker.logprobs import LOGPROBS_FEATURE, TokenLogprob
 from switchboard.worker.metrics import NO_METRICS, Metrics
+from switchboard.worker.results import (
+    EmbeddingResult,
+    TextChunk,
+    TextResult,
+    chunk_of,
+    first,
+)
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = [
@@ -67,81 +74,6 @@ class Prompt:
 
     ids: list[int]
     text: str | None = None
-
-
-@dataclass(slots=True)
-class TextChunk:
-    """New text of one request since the previous chunk, with its running counts."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    finish_reason: dict[str, Any] | None
-    #: The new tokens' logprobs, when they were asked for.
-    logprobs: list[TokenLogprob] = field(default_factory=list)
-    #: The weights that made the chunk's last token (:data:`DEFAULT_WEIGHT_VERSION`:
-    #: the engine's own, never updated).
-    weight_version: str = "default"
-
-
-@dataclass(slots=True)
-class TextResult:
-    """A finished generation."""
-
-    rid: str
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    finish_reason: dict[str, Any] | None
-    latency_s: float
-    logprobs: list[TokenLogprob] = field(default_factory=list)
-    #: The weights that made its last token.
-    weight_version: str = "default"
-
-
-@dataclass(slots=True)
-class EmbeddingResult:
-    """A finished embedding; ``embedding`` is empty when it was aborted."""
-
-    rid: str
-    embedding: list[float]
-    prompt_tokens: int
-    finish_reason: dict[str, Any] | None
-
-
-def _first(column: Sequence[Any] | None, default: Any) -> Any:
-    if not column or column[0] is None:
-        return default
-    return column[0]
-
-
-#: The weight version of tokens an engine's own weights made (SGLang's default name).
-DEFAULT_WEIGHT_VERSION: Final = "default"
-
-
-def weight_version_of(row: OutputRow) -> str:
-    """The version of the weights that made ``row``'s tokens (the engine stamps it in
-    ``customized_info``; none: the engine's own)."""
-    extras = getattr(row, "customized_info", None) or {}
-    stamped = _first(extras.get(WEIGHT_VERSION), "")
-    return stamped if isinstance(stamped, str) and stamped else DEFAULT_WEIGHT_VERSION
-
-
-def _chunk(rows: Sequence[OutputRow]) -> TextChunk:
-    """One chunk of the text rows ``rows`` (consecutive rows of one request)."""
-    text = "".join(_first(row.output_strs, "") for row in rows if isinstance(row, BatchStrOutput))
-    last = rows[-1]
-    return TextChunk(
-        text=text,
-        prompt_tokens=_first(last.prompt_tokens, 0),
-        completion_tokens=_first(getattr(last, "completion_tokens", None), 0),
-        cached_tokens=_first(last.cached_tokens, 0),
-        finish_reason=finish_reason_of(last),
-        logprobs=[item for row in rows for item in row_logprobs(row)],
-        weight_version=weight_version_of(last),
-    )
 
 
 def _raise_if_lost(reason: dict[str, Any] | None) -> None:
@@ -306,9 +238,9 @@ class Generation:
             await self.link.send_request(Kind.GENERATE, request, traceparent=server_traceparent())
             timer = self.metrics.generation(len(prompt.ids))
             while True:
-                first = await stream.next_row()
-                rows = [first, *stream.take_ready()]
-                chunk = _chunk(rows)
+                head = await stream.next_row()
+                rows = [head, *stream.take_ready()]
+                chunk = chunk_of(rows)
                 timer.chunk(chunk.completion_tokens, finished=chunk.finish_reason is not None)
                 _raise_if_lost(chunk.finish_reason)
                 yield chunk
@@ -360,11 +292,11 @@ class Generation:
                     continue
                 _raise_if_lost(reason)
                 embedding = (
-                    _first(row.embeddings, None) if isinstance(row, BatchEmbeddingOutput) else None
+                    first(row.embeddings, None) if isinstance(row, BatchEmbeddingOutput) else None
                 )
                 return EmbeddingResult(
                     rid=rid,
                     embedding=list(embedding or []),
-                    prompt_tokens=_first(row.prompt_tokens, len(prompt.ids)),
+                    prompt_tokens=first(row.prompt_tokens, len(prompt.ids)),
                     finish_reason=reason,
                 )
