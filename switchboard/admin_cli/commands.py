@@ -182,11 +182,14 @@ def execute(args: argparse.Namespace, *, transport: httpx.BaseTransport | None =
         with AdminClient(target.url, target.token, http_timeout, transport=transport) as client:
             outcome = run_command(client, entry, args)
             _print(json.dumps(outcome.body, indent=2) if args.json else outcome.text())
-            for _ in range(_showings(args) - 1):
-                time.sleep(args.watch)
-                outcome = run_command(client, entry, args)
-                text = json.dumps(outcome.body) if args.json else outcome.text()
-                _print(_CLEAR + text)
+            try:
+                for _ in range(_showings(args) - 1):
+                    time.sleep(args.watch)
+                    outcome = run_command(client, entry, args)
+                    text = json.dumps(outcome.body) if args.json else outcome.text()
+                    _print(_CLEAR + text)
+            except KeyboardInterrupt:
+                pass  # Ctrl-C is how a watch ends: the last answer stands
     except AdminCliError as exc:
         print(f"switchboard {args.command}: {exc.message}", file=sys.stderr)
         return exc.exit_status

@@ -323,3 +323,57 @@ class TestProcess:
         done = _run_probe(probe, "load", "--url", api.url)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1] == "heavy: []"
+
+
+class TestWatch:
+    """``status --watch`` and ``workers --watch`` show the answer again until Ctrl-C."""
+
+    def test_watch_shows_again_until_ctrl_c(
+        self, api: CannedApi, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Each interval asks again and redraws (cursor home, clear); Ctrl-C ends it, 0."""
+        api.answer("GET", "/api/workers", 200, {"workers": []})
+        naps: list[float] = []
+
+        def nap(seconds: float) -> None:
+            naps.append(seconds)
+            if len(naps) == 3:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr("switchboard.admin_cli.commands.time.sleep", nap)
+        result = invoke(capsys, api, "workers", "--watch", "0.5")
+        assert result.status == 0
+        assert naps == [0.5, 0.5, 0.5]
+        assert result.out.count("\x1b[H\x1b[J") == 2  # two redraws before the third nap
+
+    def test_only_reads_offer_watch(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A mutation cannot be watched: --watch is a usage error there."""
+        result = invoke(capsys, None, "pause", "--watch", "--url=http://127.0.0.1:9")
+        assert result.status == 2 and "--watch" in result.err
+
+
+class TestPipes:
+    """Output into a pipe whose reader left (``| head``): no traceback, exit 0."""
+
+    def test_a_closed_pipe_is_quiet(self) -> None:
+        script = (
+            "import sys, httpx\n"
+            "from switchboard.admin_cli.commands import execute\n"
+            "from switchboard.cli import build_parser\n"
+            "body = {'workers': [], 'filler': 'x' * 200000}\n"
+            "transport = httpx.MockTransport(lambda r: httpx.Response(200, json=body))\n"
+            "args = build_parser('workers').parse_args(\n"
+            "    ['workers', '--json', '--url', 'http://admin.test', '--token', 't'])\n"
+            "sys.exit(execute(args, transport=transport))\n"
+        )
+        done = subprocess.run(
+            f'{sys.executable} -c "$SCRIPT" | head -c 5',
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "SCRIPT": script},
+            check=False,
+        )
+        assert done.stdout == '{\n  "'
+        assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
