@@ -3,12 +3,14 @@
 It answers every GENERATE one token per step, echoing the prompt's token ids (at most
 ``--tokens`` of them, and at most ``max_new_tokens``), in BatchTokenIDOutput batches,
 stopping early on a stop id, the vocabulary's end ids or a stop string;
-answers every EMBED at once; applies and acknowledges every pause and continue; and
-publishes its load every ``--load-interval-s`` seconds. SIGTERM or SIGINT stops it.
+answers every EMBED at once; applies and acknowledges every pause and continue; answers
+every operator's command (ENGINE_COMMAND: ``flush_cache``, refused while requests run
+unpaused; any other name ``unknown_command``); and publishes its load every
+``--load-interval-s`` seconds. SIGTERM or SIGINT stops it.
 
 It presents the stack key, as every engine must to a router that has one: the link puts
-it in every acknowledgement and load snapshot. The key is ``<run dir>/stack.key`` (or
-``--key-file``), which ``switchboard up`` writes at start.
+it in every acknowledgement, command reply and load snapshot. The key is ``<run
+dir>/stack.key`` (or ``--key-file``), which ``switchboard up`` writes at start.
 
     python examples/echo_engine.py --run-dir /tmp/sb
 
@@ -32,8 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from router_core import Command, EngineEndpoints, EngineInput, EngineLink, Request
+from router_core.control.command_args import FlushCacheArgs
+from router_core.control.replies import FlushCacheReply
 from router_core.credentials import resolve_key
 from router_core.wire.control import ContinueRequest, FreezeGC, LoadSnapshot, PauseRequest
+from router_core.wire.engine_commands import EngineCommand
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import (
     AbortRequest,
@@ -105,6 +110,34 @@ class EchoEngine:
             case Command(payload=FreezeGC() as freeze):
                 gc.freeze()
                 self.link.forward_freeze_gc(freeze)
+            case Command(payload=EngineCommand() as command):
+                self.carry_out(command, item)
+
+    def carry_out(self, command: EngineCommand, item: Command) -> None:
+        """Answer an operator's command exactly once (docs/protocol.md 3.11). There is no
+        cache to drop, so ``flush_cache`` is done at once, but refused while requests run
+        unpaused, as every engine's is; a name or arguments the link could not read into
+        a known command's struct are answered with the link's reason."""
+        if isinstance(item.args, FlushCacheArgs):
+            if self.running and not self.paused:
+                rids = [rid for _, rid in self.running]
+                more = f" and {len(rids) - 8} more" if len(rids) > 8 else ""
+                message = (
+                    f"{len(rids)} requests are running ({', '.join(rids[:8])}{more}); pause "
+                    "generation or let them finish first"
+                )
+                self.link.answer_command(command.op_id, code="conflict", message=message)
+            else:
+                self.link.answer_command(command.op_id, FlushCacheReply(dropped_tokens=0))
+            return
+        # item.problem is "<code>: <why>"; a known command this engine does not carry out
+        # (args set, no problem) is unknown to it too.
+        code, _, why = item.problem.partition(": ")
+        self.link.answer_command(
+            command.op_id,
+            code="bad_arguments" if code == "bad_arguments" else "unknown_command",
+            message=why or f"the echo engine does not carry out {command.command!r}",
+        )
 
     def embed(self, request: Request, embed: EmbeddingRequest) -> None:
         self.link.send_batch(

@@ -5,7 +5,9 @@
  * {"type": "stop", "matched": nil}, or earlier by the built-in engine's stop rules
  * (switchboard/engine/stopping.py). EMBED is answered at once with 8 floats. ABORT,
  * PAUSE (abort / retract / in_place), CONTINUE and FREEZE_GC are applied; every pause and
- * continue is acknowledged; LOAD goes out at start, every 0.5 s and after each operation.
+ * continue is acknowledged; every ENGINE_COMMAND is answered once with a COMMAND_REPLY
+ * (flush_cache: no cache to drop, refused while requests run unpaused; any other name:
+ * unknown_command); LOAD goes out at start, every 0.5 s and after each operation.
  *
  * Sockets (protocol.md 1.3): a PULL bound on the inbound endpoint, a PUSH connected to
  * the router's engine_events ("events"), one to the detokenizer router's inbound
@@ -30,8 +32,8 @@
 #include "mpack_lite.h"
 
 enum { K_GENERATE = 1, K_EMBED = 2, K_ABORT = 3, K_PAUSE = 20, K_CONTINUE = 21, K_ACK = 23,
-       K_FREEZE_GC = 30, K_LOAD = 31, K_TOKEN_BATCH = 40, K_EMBEDDING_BATCH = 42,
-       K_IDLE = 43 };
+       K_COMMAND_REPLY = 24, K_FREEZE_GC = 30, K_LOAD = 31, K_ENGINE_COMMAND = 32,
+       K_TOKEN_BATCH = 40, K_EMBEDDING_BATCH = 42, K_IDLE = 43 };
 
 #define MAX_RUNNING 256            /* LOAD max_running; one more is an abort row */
 #define MAX_ROWS 4096              /* rows per batch message (2.1) */
@@ -48,13 +50,16 @@ enum { K_GENERATE = 1, K_EMBED = 2, K_ABORT = 3, K_PAUSE = 20, K_CONTINUE = 21, 
 #define MAX_STOPS 64
 #define MAX_STOP_BYTES 1024
 #define MAX_STOP_IDS 4096
+#define NAMED_RIDS 8               /* request ids a conflict names before it counts the rest */
 
 #define COUNTERS(X) \
     X(RX_GENERATE, "received{generate}") X(RX_EMBED, "received{embed}") \
     X(RX_ABORT, "received{abort}") X(RX_PAUSE, "received{pause}") \
     X(RX_CONTINUE, "received{continue}") X(RX_FREEZE, "received{freeze_gc}") \
+    X(RX_COMMAND, "received{engine_command}") \
     X(TX_TOKEN, "sent{token_batch}") X(TX_EMBED, "sent{embedding_batch}") \
     X(TX_ACK, "sent{ack}") X(TX_LOAD, "sent{load}") X(TX_FREEZE, "sent{freeze_gc}") \
+    X(TX_REPLY, "sent{command_reply}") \
     X(BAD_HEADER, "rejected{bad_header}") X(HEADER_SHAPE, "rejected{header_shape}") \
     X(FRAME_COUNT, "rejected{frame_count}") X(TOO_MANY, "rejected{too_many_frames}") \
     X(UNEXPECTED, "rejected{unexpected_kind}") X(BAD_PAYLOAD, "rejected{bad_payload}") \
@@ -730,6 +735,101 @@ static void on_command(int kind, mp_reader *r)
     send_load();
 }
 
+static void w_text(mp_buf *w, const char *s) { mp_w_raw(w, s, strlen(s)); }
+
+/* COMMAND_REPLY (3.11) on events: ok with flush_cache's result, else code and message. */
+static void send_reply(const char *op, uint32_t op_len, const char *code, const mp_buf *message)
+{
+    mp_buf w = { 0 };
+    w.oom = message->oom; /* a sentence cut short is not sent */
+    mp_w_map(&w, code ? 5 : 4);
+    mp_w_cstr(&w, "op_id"), mp_w_str(&w, op, op_len);
+    mp_w_cstr(&w, "ok"), mp_w_bool(&w, !code);
+    if (code) {
+        mp_w_cstr(&w, "code"), mp_w_cstr(&w, code);
+        mp_w_cstr(&w, "message"), mp_w_str(&w, (const char *)message->d, message->n);
+    } else {
+        mp_w_cstr(&w, "result"), mp_w_map(&w, 2);
+        mp_w_cstr(&w, "flushed"), mp_w_bool(&w, 1);
+        mp_w_cstr(&w, "dropped_tokens"), mp_w_int(&w, 0); /* no cache here */
+    }
+    mp_w_cstr(&w, "secret"), mp_w_cstr(&w, key); /* the stack key, as on every event */
+    send_plain(&events, K_COMMAND_REPLY, &w, C_TX_REPLY);
+}
+
+/* flush_cache's arguments: {"timeout_s": a number, 0 < t <= 600}, nothing else. Returns
+ * NULL, or why they do not fit (the reply's bad_arguments message). */
+static const char *flush_cache_args(mp_reader *r)
+{
+    uint32_t left, n;
+    const char *k, *why = NULL;
+    if (!mp_read_map(r, &left))
+        return NULL; /* not a map: the payload is bad */
+    while (mp_map_key(r, &left, &k, &n)) {
+        mp_obj o = { 0 };
+        mp_reader value = *r; /* a look at the value's tag; the whole value is skipped */
+        int number = mp_next(&value, &o) && (o.type == MP_INT || o.type == MP_UINT ||
+                                             o.type == MP_FLOAT);
+        double t = o.type == MP_INT ? (double)o.i : o.type == MP_UINT ? (double)o.u : o.f;
+        mp_skip(r);
+        if (why)
+            continue; /* the first problem says enough */
+        if (!KEY("timeout_s"))
+            why = "flush_cache takes only timeout_s";
+        else if (!number)
+            why = "timeout_s must be a number of seconds";
+        else if (!(t > 0 && t <= 600))
+            why = "timeout_s must be above 0 and at most 600";
+    }
+    return why;
+}
+
+/* ENGINE_COMMAND (3.11): answered exactly once, whatever it names; one whose payload does
+ * not decode has no op_id to answer and is counted instead. */
+static void on_engine_command(mp_reader *r)
+{
+    const char *op = NULL, *name = NULL, *k, *why = NULL;
+    uint32_t op_len = 0, name_len = 0, left, n;
+    mp_buf message = { 0 };
+    if (mp_read_map(r, &left))
+        while (mp_map_key(r, &left, &k, &n)) {
+            if (KEY("op_id"))
+                read_text(r, &op, &op_len);
+            else if (KEY("command"))
+                read_text(r, &name, &name_len);
+            else if (KEY("args"))
+                why = flush_cache_args(r); /* flush_cache's; used only for that name */
+            else
+                mp_skip(r);
+        }
+    if (r->err || r->p != r->end || !op || !name) {
+        counters[C_BAD_PAYLOAD]++;
+        return;
+    }
+    if (!mp_key_is(name, name_len, "flush_cache")) {
+        w_text(&message, "the echo engine does not carry out '");
+        mp_w_raw(&message, name, name_len);
+        w_text(&message, "' (it knows flush_cache)");
+        send_reply(op, op_len, "unknown_command", &message);
+    } else if (why) {
+        w_text(&message, why);
+        send_reply(op, op_len, "bad_arguments", &message);
+    } else if (n_running && !paused) { /* dropping the cache now would lose them (3.11) */
+        char count[48];
+        snprintf(count, sizeof count, "%d requests are running (", n_running);
+        w_text(&message, count);
+        for (int i = 0; i < n_running && i < NAMED_RIDS; i++)
+            w_text(&message, i ? ", " : ""), w_text(&message, running[i]->rid);
+        snprintf(count, sizeof count, " and %d more", n_running - NAMED_RIDS);
+        w_text(&message, n_running > NAMED_RIDS ? count : "");
+        w_text(&message, "); pause generation or let them finish first");
+        send_reply(op, op_len, "conflict", &message);
+    } else {
+        send_reply(op, op_len, NULL, &message); /* no cache: nothing to drop */
+    }
+    mp_buf_free(&message);
+}
+
 /* ---------------------------------------------------------------- inbound */
 
 typedef struct {
@@ -752,8 +852,8 @@ static void read_strs(mp_reader *r, uint32_t *count, const char **first, uint32_
 /* The header (2.2): an array of 1 to 7 elements (more: the extra ones are ignored). */
 static int read_header(zmq_msg_t *frame, header_t *h)
 {
-    static const int kinds[] = { 1, 2, 3, 10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 30, 31,
-                                 40, 41, 42, 43 };
+    static const int kinds[] = { 1, 2, 3, 10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 30,
+                                 31, 32, 40, 41, 42, 43 };
     mp_reader r;
     mp_obj o;
     uint32_t n, len;
@@ -808,6 +908,7 @@ static int refusal(zmq_msg_t *frames, int count, header_t *h)
         return C_FRAME_COUNT;
     switch (h->kind) {
     case K_GENERATE: case K_EMBED: case K_ABORT: case K_PAUSE: case K_CONTINUE: case K_FREEZE_GC:
+    case K_ENGINE_COMMAND:
         return -1;
     default: /* a known kind, but not one an engine receives (2.4) */
         return C_UNEXPECTED;
@@ -839,6 +940,10 @@ static void handle(zmq_msg_t *frames, int count)
     case K_PAUSE: case K_CONTINUE:
         counters[h.kind == K_PAUSE ? C_RX_PAUSE : C_RX_CONTINUE]++;
         on_command((int)h.kind, &r);
+        break;
+    case K_ENGINE_COMMAND:
+        counters[C_RX_COMMAND]++;
+        on_engine_command(&r);
         break;
     default: /* FREEZE_GC: no collector here (3.5); passed on, so the detokenizers freeze */
         counters[C_RX_FREEZE]++;

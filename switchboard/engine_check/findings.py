@@ -50,6 +50,7 @@ DUTIES: Final = (
     "pause.in_place",
     "continue",
     "pause.stale",
+    "engine_command",
     "embed",
     "bad_frames",
     "freeze_gc",

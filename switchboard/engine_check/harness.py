@@ -24,6 +24,7 @@ from router_core.endpoints import EngineEndpoints
 from router_core.transport import MalformedMessage, bind, close_bound, recv_message
 from router_core.wire import Kind, WireError, decode_message, frame_message
 from router_core.wire.control import Acknowledgement, LoadSnapshot
+from router_core.wire.engine_commands import CommandReply
 from switchboard.engine_check.rows import Message
 
 __all__ = ["SEND_TIMEOUT_MS", "Harness", "Received", "Undecodable"]
@@ -223,6 +224,18 @@ class Harness:
             ):
                 return message.header.sent_ns
         return 0
+
+    def replies(self, op: str, since: int = 0) -> list[tuple[CommandReply, int]]:
+        """The ``COMMAND_REPLY`` messages received for engine command ``op``, from the
+        ``since``-th event on, each with its header ``sent_ns`` (the engine's clock, 0:
+        unstamped)."""
+        return [
+            (payload, received.message.header.sent_ns)
+            for received in self.inbox.events[since:]
+            if received.message.header.kind is Kind.COMMAND_REPLY
+            for payload in received.message.rows
+            if isinstance(payload, CommandReply) and payload.op_id == op
+        ]
 
     def output_messages(self, since: int = 0) -> list[Message]:
         """The output messages received, from the ``since``-th on."""

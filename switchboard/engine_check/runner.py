@@ -27,6 +27,7 @@ from switchboard.engine_check.checks import (
     check_max_new_tokens,
     check_stops,
 )
+from switchboard.engine_check.command_checks import check_commands
 from switchboard.engine_check.control_checks import (
     check_abort,
     check_bad_frames,
@@ -62,6 +63,7 @@ CHECKS: Final[tuple[tuple[tuple[str, ...], Callable[[Session], list[Finding]]], 
     (("stop.token_ids", "stop.strings", "stop.eos"), check_stops),
     (("abort.one", "abort.all"), check_abort),
     (("pause.abort", "pause.retract", "pause.in_place", "continue", "pause.stale"), check_pauses),
+    (("engine_command",), check_commands),
     (("embed",), check_embed),
     (("bad_frames",), check_bad_frames),
     (("freeze_gc",), check_freeze_gc),

@@ -86,6 +86,7 @@ class Session:
     #: Every CONTINUE sent by the pause checks: what was wrong with it ([]: conforms).
     continues: list[list[Problem]] = field(default_factory=list)
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _commands: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _rids: itertools.count[int] = field(default_factory=itertools.count)
     _sent_at: dict[str, int] = field(default_factory=dict)
 
@@ -205,6 +206,11 @@ class Session:
     def next_op(self) -> str:
         """A new operation id, newer than every one before it."""
         return op_id(self.incarnation, next(self._seq))
+
+    def next_command_op(self) -> str:
+        """A new engine command's op id, ``e<incarnation>-<n>`` as a router's (never the
+        shape of a barrier op's, protocol.md 3.11)."""
+        return f"e{self.incarnation}-{next(self._commands)}"
 
     def command(self, mode: PauseMode | None, op: str | None = None) -> tuple[str, list[Problem]]:
         """Send PAUSE in ``mode`` (CONTINUE for None) with ``op`` (default a new op id)

@@ -1,5 +1,5 @@
-"""Pure judgements engine-check makes: load snapshots, acknowledgements, op ids, and the
-stop conditions it derives from an engine's own first output.
+"""Pure judgements engine-check makes: load snapshots, acknowledgements, command replies,
+op ids, and the stop conditions it derives from an engine's own first output.
 
 No sockets, no clock: each function takes what was received and returns the problems
 it shows as ``(seen, fix)`` pairs (empty: conforms), or the value it derives.
@@ -12,20 +12,27 @@ from typing import Final
 
 from router_core.credentials import matches
 from router_core.wire.control import ENGINE, Acknowledgement, LoadSnapshot
+from router_core.wire.engine_commands import CommandReply
 from switchboard.engine_check.rows import RequestRun
 
 __all__ = [
     "MAX_SANE_RUNNING",
     "RACE_S",
+    "REPLY_FIX",
     "Problem",
     "ack_problems",
+    "conflict_problems",
     "echoes_prompt",
     "ended_before",
+    "flushed_problems",
     "interval_problems",
     "load_problems",
     "op_id",
     "pick_stop_id",
     "pick_stop_string",
+    "reply_problems",
+    "reply_text",
+    "unknown_command_problems",
 ]
 
 #: ``(what was seen, the fix)``.
@@ -112,6 +119,78 @@ def ack_problems(ack: Acknowledgement, key: str) -> list[Problem]:
             )
         )
     return found
+
+
+#: The fix of an engine command not answered as it must be.
+REPLY_FIX: Final = (
+    "answer every ENGINE_COMMAND at once with exactly one COMMAND_REPLY {op_id, ok, code, "
+    "message, result, secret: key} on events, a name you do not carry out with code "
+    "unknown_command (protocol.md 3.11)"
+)
+_CONFLICT_FIX: Final = (
+    'refuse flush_cache with code "conflict" and a message naming the running requests '
+    "while any request runs and generation is not paused (protocol.md 3.11)"
+)
+
+
+def reply_text(reply: CommandReply) -> str:
+    """A reply as the operator reads it: ``ok {result}``, or ``code: message``."""
+    return f"ok {reply.result}" if reply.ok else f"{reply.code}: {reply.message}"
+
+
+def reply_problems(command: str, replies: Sequence[CommandReply], key: str) -> list[Problem]:
+    """What is wrong with the replies to one engine command (at least one came): more
+    than one, or the first without the key."""
+    found: list[Problem] = []
+    if len(replies) > 1:
+        found.append((f"{command} answered {len(replies)} times", REPLY_FIX))
+    if not matches(replies[0].secret, key):
+        seen = "no secret" if not replies[0].secret else "a secret that is not the stack key"
+        found.append(
+            (
+                f"COMMAND_REPLY carries {seen}",
+                "put the stack key in every COMMAND_REPLY's secret (protocol.md 3.11, 5.14)",
+            )
+        )
+    return found
+
+
+def flushed_problems(reply: CommandReply) -> list[Problem]:
+    """What is wrong with the reply to ``flush_cache`` sent while no request runs."""
+    dropped = reply.result.get("dropped_tokens")
+    flushed = reply.result.get("flushed") is True
+    if reply.ok and flushed and isinstance(dropped, int) and dropped >= 0:
+        return []
+    return [
+        (
+            f"flush_cache with no request running: {reply_text(reply)}",
+            'answer flush_cache with ok and result {"flushed": true, "dropped_tokens": N} '
+            "(0 for an engine without a cache) while no request runs (protocol.md 3.11)",
+        )
+    ]
+
+
+def unknown_command_problems(command: str, reply: CommandReply) -> list[Problem]:
+    """What is wrong with the reply to a command name no engine carries out."""
+    if not reply.ok and reply.code == "unknown_command":
+        return []
+    return [(f"the unknown command {command!r}: {reply_text(reply)}", REPLY_FIX)]
+
+
+def conflict_problems(reply: CommandReply, sent_ns: int, run: RequestRun) -> list[Problem] | None:
+    """What is wrong with the reply to ``flush_cache`` sent while ``run`` ran unpaused
+    (``sent_ns``: the reply's header stamp, the engine's clock); None when ``ok`` tells
+    nothing: the request ended on its own before the reply was framed (or, unstamped,
+    before it arrived)."""
+    if not reply.ok:
+        if reply.code == "conflict" and run.rid in reply.message:
+            return []
+        return [(f"flush_cache while {run.rid} ran: {reply_text(reply)}", _CONFLICT_FIX)]
+    ended_alone = run.finished and run.finish_type != "abort"
+    stamped = sent_ns > 0 and run.finish_sent_ns > 0
+    if ended_alone and (not stamped or run.finish_sent_ns <= sent_ns):
+        return None
+    return [(f"flush_cache while {run.rid} ran: {reply_text(reply)}", _CONFLICT_FIX)]
 
 
 def ended_before(run: RequestRun, sent_ns: int) -> bool:

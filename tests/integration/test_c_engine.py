@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import zmq
 
 from router_core.wire import Kind, combine_rows, decode_message, frame_message
 from router_core.wire.control import Acknowledgement, ContinueRequest, LoadSnapshot, PauseRequest
+from router_core.wire.engine_commands import CommandReply, EngineCommand
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import EmbeddingRequest, GenerateRequest, SamplingParams
 from switchboard.engine.stopping import finish_reason
@@ -151,17 +153,28 @@ def _expected(ids: list[int], params: dict[str, Any], eog: list[int]) -> tuple[i
     return len(ids), {"type": "stop", "matched": None}
 
 
-def _ctl(run_dir: Path, *words: str) -> dict[str, Any]:
-    done = subprocess.run(
+def _run_ctl(run_dir: Path, *words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "switchboard.cli", "ctl", "--run-dir", str(run_dir), *words],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
+
+
+def _ctl(run_dir: Path, *words: str) -> dict[str, Any]:
+    done = _run_ctl(run_dir, *words)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = msgspec.json.decode(done.stdout)
     return result
+
+
+def _ctl_error(run_dir: Path, *words: str) -> str:
+    """The error line of a ``switchboard ctl`` command that must fail (exit status 1)."""
+    done = _run_ctl(run_dir, *words)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    return done.stderr.strip()
 
 
 class TestBehindTheStack:
@@ -243,6 +256,25 @@ class TestBehindTheStack:
             assert LONG.startswith(seen.text) and seen.text != LONG
         else:
             assert (finish, seen.text) == ({"type": "stop", "matched": None}, LONG)
+
+    def test_flush_cache_idle_and_while_a_request_runs(self, stack: Supervisor) -> None:
+        """``switchboard ctl flush_cache`` through the engine's COMMAND_REPLY: ok with 0
+        tokens dropped while idle; CONFLICT naming the request while one streams unpaused;
+        ok again while it is paused in place, after which it ends with the whole prompt."""
+        assert _ctl(stack.run_dir, "flush_cache") == {"flushed": True, "dropped_tokens": 0}
+        body = {"text": LONG, "rid": "flush-c-1", "sampling_params": {"max_new_tokens": 1000}}
+        stream = StreamThread(stack.url, body).start()
+        wait_until(stream.started, 30, "the long stream's first event")
+        error = _ctl_error(stack.run_dir, "flush_cache")
+        assert error.startswith("switchboard ctl: CONFLICT: ") and "flush-c-1" in error, error
+        assert "pause generation" in error, error
+        paused = _ctl(stack.run_dir, "pause", "mode=in_place")
+        assert paused["complete"] and "engine" in paused["acked"], paused
+        assert _ctl(stack.run_dir, "flush_cache") == {"flushed": True, "dropped_tokens": 0}
+        assert _ctl(stack.run_dir, "continue")["complete"]
+        seen = stream.finish(60)
+        finish = seen.events[-1]["meta_info"]["finish_reason"]
+        assert (finish, seen.text) == ({"type": "stop", "matched": None}, LONG)
 
     def test_embedding(self, stack: Supervisor) -> None:
         """/encode gets the engine's 8 floats, the same for the same ids."""
@@ -377,6 +409,73 @@ class TestAlone:
         for counted in ("bad_header}=2", "frame_count}=1", "header_shape}=1", "bad_payload}=2"):
             assert f"rejected{{{counted}" in last, errors
         assert "duplicates{operation}=1" in last, errors
+
+    def test_engine_commands_each_answered_once(
+        self, c_engine: Path, vocab: Path, tmp_path: Path
+    ) -> None:
+        """Every ENGINE_COMMAND gets one COMMAND_REPLY with its op_id and the key:
+        flush_cache ok while idle, conflict naming the running request, bad_arguments for
+        an argument it does not take; an unknown name unknown_command; one without an
+        op_id (nothing to answer) is counted as a bad payload."""
+        run_dir = Path(os.path.realpath(tmp_path))
+        env = {**os.environ, "SWITCHBOARD_STACK_KEY": "k" * 64}
+        commands = [
+            EngineCommand(op_id="e7-1", command="flush_cache", args={"timeout_s": 5.0}),
+            EngineCommand(op_id="e7-2", command="reload_weights", args={"path": "/m"}),
+            EngineCommand(op_id="e7-3", command="flush_cache", args={"colour": "red"}),
+        ]
+        with bounded_context() as context:
+            wire = Wire(context, run_dir)
+            engine = subprocess.Popen(
+                wire.argv(c_engine, vocab), env=env, stderr=subprocess.PIPE, text=True
+            )
+            try:
+                wire.take(wire.events, Kind.LOAD)
+                header = frame_message(Kind.ENGINE_COMMAND, commands[0])[0]
+                wire.push.send_multipart([header, b"\x81\xa7command\xa1x"])  # no op_id
+                for command in commands:
+                    wire.push.send_multipart(frame_message(Kind.ENGINE_COMMAND, command))
+                replies = [wire.take(wire.events, Kind.COMMAND_REPLY)[1][0] for _ in commands]
+
+                owner = f"ipc://{run_dir}/worker-w0"
+                request = GenerateRequest(
+                    rid="long-1",
+                    input_ids=list(range(10, 2010)),  # 2000 ids, 5 ms a step
+                    sampling_params=SamplingParams(max_new_tokens=2000),
+                )
+                framed = frame_message(Kind.GENERATE, request, rids=["long-1"], reply_to=[owner])
+                wire.push.send_multipart(framed)
+                wire.take(wire.outputs, Kind.TOKEN_BATCH)
+                busy = EngineCommand(op_id="e7-4", command="flush_cache")
+                wire.push.send_multipart(frame_message(Kind.ENGINE_COMMAND, busy))
+                replies.append(wire.take(wire.events, Kind.COMMAND_REPLY)[1][0])
+                later: list[Kind] = []  # a second reply to any of them would be here by now
+                deadline = time.monotonic() + 0.3
+                while time.monotonic() < deadline:
+                    if wire.events.poll(50):
+                        later.append(decode_message(wire.events.recv_multipart())[0].kind)
+                assert Kind.COMMAND_REPLY not in later, later
+
+                engine.send_signal(signal.SIGTERM)
+                _, errors = engine.communicate(timeout=10)
+            finally:
+                if engine.poll() is None:
+                    engine.kill()
+                    engine.wait()
+                wire.close()
+        assert all(isinstance(reply, CommandReply) for reply in replies)
+        assert [(r.op_id, r.ok, r.code, r.secret) for r in replies] == [
+            ("e7-1", True, None, "k" * 64),
+            ("e7-2", False, "unknown_command", "k" * 64),
+            ("e7-3", False, "bad_arguments", "k" * 64),
+            ("e7-4", False, "conflict", "k" * 64),
+        ]
+        assert replies[0].result == {"flushed": True, "dropped_tokens": 0}
+        assert "'reload_weights'" in replies[1].message
+        assert replies[3].message.startswith("1 requests are running (long-1)")
+        last = errors.strip().splitlines()[-1]
+        assert "received{engine_command}=5" in last and "sent{command_reply}=4" in last, errors
+        assert "rejected{bad_payload}=1" in last, errors
 
     @pytest.mark.parametrize(
         ("arguments", "expected"),

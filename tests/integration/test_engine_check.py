@@ -189,6 +189,8 @@ BROKEN = {
     "no_embed_answer": {"embed"},
     "crashes_on_bad_frame": {"bad_frames"},
     "hangs_after_freeze_gc": {"freeze_gc"},
+    "no_command_reply": {"engine_command"},
+    "flushes_while_running": {"engine_command"},
 }
 
 
@@ -232,7 +234,7 @@ class TestBrokenEngines:
         failing = [index for index, line in enumerate(lines) if " FAIL " in line]
         assert [lines[index].split()[0] for index in failing] == ["stop.token_ids"]
         assert lines[failing[0] + 1].strip().startswith("fix: end at the token that is it")
-        assert lines[-1] == "19 ok, 1 FAIL, 0 not run"
+        assert lines[-1] == f"{len(DUTIES) - 1} ok, 1 FAIL, 0 not run"
 
 
 class TestEngineThatCannotRun:

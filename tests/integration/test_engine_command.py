@@ -10,6 +10,7 @@ would. The non-Python engine behind the same flag is ``tests/integration/test_c_
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import signal
@@ -26,7 +27,7 @@ from switchboard.text import load_tokenizer
 from switchboard.text.vocab_file import read_vocab_file
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import REPO_ROOT, wait_until
-from tests.integration.harness.sse import generate_stream
+from tests.integration.harness.sse import StreamThread, generate_stream
 from tests.integration.harness.supervisor import (
     Stacks,
     Supervisor,
@@ -144,6 +145,48 @@ class TestEchoEngineCommand:
             f"cwd={REPO_ROOT / 'examples'} greeting=hello from toml inbound={inbound} env={inbound}"
         ), line
         assert line.startswith("engine[")
+
+
+def _ctl(run_dir: Path, *words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "switchboard.cli", "ctl", "--run-dir", str(run_dir), *words],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_echo_engine_answers_flush_cache(stacks: Stacks) -> None:
+    """``switchboard ctl flush_cache`` through the echo engine's COMMAND_REPLY: ok with 0
+    tokens dropped while idle, CONFLICT naming the request while one runs unpaused, ok
+    while it is paused in place; the request is then aborted by its id."""
+    # 8000 tokens at 5 ms a step (within the workers' 8192-token context): the request runs
+    # until it is aborted.
+    supervisor = stacks.start("--engine-command", ECHO.replace("--tokens 64", "--tokens 8000"))
+    idle = _ctl(supervisor.run_dir, "flush_cache")
+    assert idle.returncode == 0, idle.stderr
+    assert json.loads(idle.stdout) == {"flushed": True, "dropped_tokens": 0}
+
+    body = {
+        "text": PROMPTS[1],
+        "rid": "flush-echo-1",
+        "sampling_params": {"max_new_tokens": 8000},
+    }
+    stream = StreamThread(supervisor.url, body).start()
+    wait_until(stream.started, 30, "the long stream's first event")
+    busy = _ctl(supervisor.run_dir, "flush_cache")
+    assert busy.returncode == 1, busy
+    assert busy.stderr.startswith("switchboard ctl: CONFLICT: ") and "flush-echo-1" in busy.stderr
+    paused = _ctl(supervisor.run_dir, "pause", "mode=in_place")
+    assert paused.returncode == 0, paused.stderr
+    held = _ctl(supervisor.run_dir, "flush_cache")
+    assert held.returncode == 0 and json.loads(held.stdout)["flushed"], held.stderr
+    for words in (("continue",), ("abort", "rid=flush-echo-1")):
+        done = _ctl(supervisor.run_dir, *words)
+        assert done.returncode == 0, done.stderr
+    seen = stream.finish(30)
+    assert seen.events[-1]["meta_info"]["finish_reason"]["type"] == "abort", seen.events[-1]
 
 
 def read_vocab_file_of_default() -> list[bytes]:

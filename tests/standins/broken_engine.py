@@ -25,6 +25,8 @@ from typing import Any, Final
 import zmq
 
 from router_core import Command, EngineEndpoints, EngineInput, EngineLink, Request
+from router_core.control.command_args import FlushCacheArgs
+from router_core.control.replies import FlushCacheReply
 from router_core.wire import Kind, frame_batch, frame_message
 from router_core.wire.control import (
     ENGINE,
@@ -34,6 +36,7 @@ from router_core.wire.control import (
     LoadSnapshot,
     PauseRequest,
 )
+from router_core.wire.engine_commands import EngineCommand, ReplyCode
 from router_core.wire.outputs import BatchEmbeddingOutput, BatchTokenIDOutput
 from router_core.wire.requests import (
     AbortRequest,
@@ -67,6 +70,8 @@ BREAKS: Final = {
     "no_embed_answer": "never answers an EMBED",
     "crashes_on_bad_frame": "exits when a message does not decode",
     "hangs_after_freeze_gc": "stops stepping after FREEZE_GC",
+    "no_command_reply": "never answers an ENGINE_COMMAND",
+    "flushes_while_running": "answers flush_cache ok while requests run unpaused",
 }
 MAX_RUNNING: Final = 64
 #: The engine_started_ns of every incarnation with --break same_started_ns.
@@ -137,6 +142,24 @@ class BrokenEngine:
                 gc.freeze()
                 self.link.forward_freeze_gc(freeze)
                 self.frozen = self.broken == "hangs_after_freeze_gc"
+            case Command(payload=EngineCommand() as command):
+                self.carry_out(command, item)
+
+    def carry_out(self, command: EngineCommand, item: Command) -> None:
+        """Answer an operator's command once, as examples/echo_engine.py does (unless
+        broken): flush_cache, refused while requests run unpaused; others unknown."""
+        if self.broken == "no_command_reply":
+            return
+        if not isinstance(item.args, FlushCacheArgs):
+            bad = item.problem.startswith("bad_arguments")
+            code: ReplyCode = "bad_arguments" if bad else "unknown_command"
+            self.link.answer_command(command.op_id, code=code, message=item.problem)
+        elif self.running and not self.paused and self.broken != "flushes_while_running":
+            rids = ", ".join(rid for _, rid in self.running)
+            message = f"{len(self.running)} requests are running ({rids})"
+            self.link.answer_command(command.op_id, code="conflict", message=message)
+        else:
+            self.link.answer_command(command.op_id, FlushCacheReply(dropped_tokens=0))
 
     def check_rejected(self) -> None:
         """With --break crashes_on_bad_frame, exit once the link refused a message."""
