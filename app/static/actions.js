@@ -43,6 +43,17 @@ function apiPath(command, parameters = {}) {
 /** The control holding a body argument's value (data-argument="<name>"). */
 const control = (name) => document.querySelector(`[data-argument="${name}"]`);
 
+/** Give each choice list of the pause controls (data-argument) ``command``'s choices for
+ * that argument, keeping what is chosen, else the page's preference (data-prefer). */
+function fillChoices(command) {
+  for (const argument of command.arguments) {
+    const select = control(argument.name);
+    if (!(select instanceof HTMLSelectElement) || !argument.choices.length) continue;
+    const keep = select.value || select.dataset.prefer || argument.default;
+    select.replaceChildren(...argument.choices.map((choice) => new Option(choice, choice, false, choice === keep)));
+  }
+}
+
 function barrierTimeout() {
   const value = Number(control("timeout_s")?.value);
   return Number.isFinite(value) && value > 0 && value <= 600 ? value : null;
@@ -81,6 +92,7 @@ export class Actions {
   adopt(commands) {
     const offered = new Map(commands.filter((c) => c.console).map((c) => [c.name, c]));
     const scoped = (scope) => [...offered.values()].filter((c) => c.console.scope === scope);
+    for (const command of scoped("generation")) fillChoices(command);
     const generation = new Set(scoped("generation").map((c) => c.name));
     for (const button of this.generation) button.hidden = !generation.has(button.dataset.command);
     this.workers.setActions(scoped("worker"));
