@@ -97,6 +97,7 @@ class RouterCore:
             traffic=self.traffic,
             connect=connect,
             peers=self.peers,
+            latest_load=lambda: self.engine.latest_load,
         )
         self.backward = BackwardPath(self.registry, self.counters, self.traffic)
         self.view = RouterView(

@@ -37,7 +37,7 @@ from router_core.tokenizer_router.pause import PauseCoordinator
 from router_core.tokenizer_router.peers import PeerCheck
 from router_core.tokenizer_router.settings import RouterSettings
 from router_core.tokenizer_router.upstream import UpstreamIncarnations
-from router_core.traffic import CONTROL, TrafficStats, message_bytes
+from router_core.traffic import BROADCAST, CONTROL, TrafficStats, message_bytes
 from router_core.wire import Kind, frame_message
 from router_core.wire.control import (
     ENGINE,
@@ -47,6 +47,7 @@ from router_core.wire.control import (
     Deregistration,
     DrainCommand,
     Heartbeat,
+    LoadSnapshot,
     RegistrationReply,
     WorkerRegistration,
 )
@@ -83,8 +84,10 @@ class RegistrationHandler:
         traffic: TrafficStats,
         connect: Callable[[str], bool],
         peers: PeerCheck,
+        latest_load: Callable[[], LoadSnapshot | None] = lambda: None,
     ) -> None:
         self._settings = settings
+        self._latest_load = latest_load
         self._registry = registry
         self._pause = pause
         self._drain_marks = drain_marks
@@ -167,6 +170,16 @@ class RegistrationHandler:
                     drain,
                     traffic=(CONTROL, record.worker_id),
                     counter=("drain_reapplied", "register", 1),
+                )
+            )
+        load = self._latest_load()
+        if load is not None:  # the engine's limits and weights, known from the start
+            snapshot = msgspec.structs.replace(load, secret="")
+            effects.append(
+                Send(
+                    record.address,
+                    frame_message(Kind.LOAD, snapshot),
+                    traffic=(BROADCAST, record.worker_id),
                 )
             )
         return effects + self._upstream.tell(record)

@@ -300,6 +300,9 @@ def _server_info(settings: WorkerSettings, generation: Generation) -> dict[str, 
         "context_length": generation.context_length(),
         "default_max_new_tokens": settings.default_max_new_tokens,
         "tokenizer_path": generation.tokenizer.source,
+        # The weights serving (a worker that registers after an update learns them from
+        # the load snapshot the router sends it with its registration reply).
+        "weight_version": (link.load.weight_version if link.load else "") or "default",
         **{"worker": (status := link.status()), "load": status["load"]},
     }
 

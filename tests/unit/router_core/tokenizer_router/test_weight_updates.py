@@ -167,3 +167,14 @@ class TestRestart:
         restored = DurableState(incarnation=1, weight_version="v7", weight_model="/m/v7.gguf")
         heir = CoreShell(key=KEY, restored=restored, incarnation=2)
         assert heir.command("status").reply.weight_version == "v7"
+
+
+def test_a_worker_that_registers_later_learns_the_version(shell: CoreShell) -> None:
+    """With its registration reply, a new worker gets the engine's latest load, key
+    removed, which names the weights serving."""
+    from router_core.wire.control import LoadSnapshot
+
+    shell.engine_load(engine_started_ns=1, weight_version="v9", context_length=512)
+    effects = shell.register("late")
+    load = sent(effects, Kind.LOAD, LoadSnapshot)
+    assert (load.weight_version, load.context_length, load.secret) == ("v9", 512, "")
