@@ -8,10 +8,10 @@ from router_core.control.commands import CONTINUE, PAUSE
 from router_core.credentials import read_key
 from router_core.endpoints import RouterEndpoints
 
-run_dir = Path(sys.argv[1])                # the stack's --run-dir
-key = read_key(run_dir / "stack.key")      # every request carries the stack key
+run_dir = Path(sys.argv[1])  # the stack's --run-dir
+key = read_key(run_dir / "stack.key")  # every request carries the stack key
 control = RouterEndpoints.in_run_dir(run_dir).control
 with ControlClient(control, key=key, actor="my-script") as router:
     outcome = router.request(PAUSE, PauseArgs(mode="retract", timeout_s=5))
-    print(outcome.complete, outcome.stragglers)   # an OperationOutcome
+    print(outcome.complete, outcome.stragglers)  # an OperationOutcome
     router.request(CONTINUE, ContinueArgs(timeout_s=5))
