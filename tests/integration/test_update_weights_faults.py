@@ -94,6 +94,15 @@ def loading(stack: AdminStack) -> bool:
     return bool(status(stack).get("paused"))
 
 
+def update_loading(stack: AdminStack, version: str) -> Update:
+    """An update to ``version`` started on its thread, once its pause is done."""
+    time.sleep(0.5)  # the load's streams are running
+    update = Update(stack, version=version, mode="retract", timeout_s=20)
+    update.start()
+    wait_until(lambda: loading(stack), 10, "the update's pause")
+    return update
+
+
 def check_load(load: Load, tokenizer: Any, chain: list[str]) -> None:
     assert load.failures == [], load.failures[:3]
     assert load.done, "no request finished"
@@ -104,10 +113,7 @@ def check_load(load: Load, tokenizer: Any, chain: list[str]) -> None:
 def test_router_killed_while_the_engine_loads(stack: AdminStack) -> None:
     tokenizer = load_tokenizer()
     with Load(stack.base_url, "router kill") as load:
-        time.sleep(0.5)
-        update = Update(stack, version="after-kill", mode="retract", timeout_s=20)
-        update.start()
-        wait_until(lambda: loading(stack), 10, "the update's pause")
+        update = update_loading(stack, "after-kill")
         router_pid = status(stack)["router"]["pid"]
         os.kill(router_pid, signal.SIGKILL)
         answer = update.finished(60)
@@ -122,10 +128,7 @@ def test_router_killed_while_the_engine_loads(stack: AdminStack) -> None:
 def test_engine_killed_while_it_loads(stack: AdminStack) -> None:
     tokenizer = load_tokenizer()
     with Load(stack.base_url, "engine kill") as load:
-        time.sleep(0.5)
-        update = Update(stack, version="never-loaded", mode="retract", timeout_s=20)
-        update.start()
-        wait_until(lambda: loading(stack), 10, "the update's pause")
+        update = update_loading(stack, "never-loaded")
         time.sleep(LOAD_S / 4)
         engines = [p for p in stack.descendants() if "engine" in " ".join(p.cmdline()[:4])]
         (engine,) = [p for p in engines if "--weight-load-s" in p.cmdline()]
