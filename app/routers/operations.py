@@ -95,7 +95,9 @@ def _serve(entry: Command, path: str) -> None:
     model = body_model(entry, lenient=lenient) if entry.body_arguments() else None
 
     async def handler(request: Request, note: Note, control: Router, poller: Poller, **kw: Any):  # type: ignore[no-untyped-def]
-        args = _arguments(entry, kw.get("body"), dict(request.path_params))
+        # No body is the body of defaults the API offers (a barrier's 5 s timeout).
+        body = kw.get("body") or (model() if model is not None else None)
+        args = _arguments(entry, body, dict(request.path_params))
         return await _run(entry, note, control, poller, args)
 
     parameters = [

@@ -39,6 +39,9 @@ Timeout = Annotated[
         gt=0,
         le=MAX_BARRIER_TIMEOUT_S,
         description="seconds every worker and the engine get to acknowledge",
+        # What the admin API and the CLI send when the caller names none; on the
+        # control socket an absent timeout_s is the router's own --barrier-timeout-s.
+        extra={"offered_default": DEFAULT_BARRIER_TIMEOUT_S},
     ),
 ]
 
@@ -73,13 +76,13 @@ class PauseArgs(msgspec.Struct, forbid_unknown_fields=True):
             "freeze where they are"
         ),
     ] = DEFAULT_PAUSE_MODE
-    timeout_s: Timeout | None = DEFAULT_BARRIER_TIMEOUT_S
+    timeout_s: Timeout | None = None
 
 
 class ContinueArgs(msgspec.Struct, forbid_unknown_fields=True):
     """``{"timeout_s": float}`` (``null``: the router's own)."""
 
-    timeout_s: Timeout | None = DEFAULT_BARRIER_TIMEOUT_S
+    timeout_s: Timeout | None = None
 
 
 #: Seconds the engine gets to answer a command it carries out.

@@ -263,8 +263,10 @@ def _literal_values(hint: Any) -> tuple[str, ...]:
 def _argument(field_info: mi.Field, hint: Any, path: str) -> Argument:
     kind: mi.Type = field_info.type
     summary = ""
+    offered: dict[str, Any] = {}
     if isinstance(kind, mi.Metadata):
         summary = str((kind.extra_json_schema or {}).get("description", ""))
+        offered = dict(kind.extra or {})
         kind = kind.type
     nullable = isinstance(kind, mi.UnionType) and any(
         isinstance(each, mi.NoneType) for each in kind.types
@@ -273,6 +275,8 @@ def _argument(field_info: mi.Field, hint: Any, path: str) -> Argument:
         assert isinstance(kind, mi.UnionType)
         (kind,) = (each for each in kind.types if not isinstance(each, mi.NoneType))
         if isinstance(kind, mi.Metadata):
+            summary = summary or str((kind.extra_json_schema or {}).get("description", ""))
+            offered = offered or dict(kind.extra or {})
             kind = kind.type
     choices: tuple[str, ...] = ()
     if isinstance(kind, mi.LiteralType):
@@ -283,6 +287,9 @@ def _argument(field_info: mi.Field, hint: Any, path: str) -> Argument:
     else:
         raise TypeError(f"{field_info.name}: {kind} is not an operator's argument")
     default = None if field_info.default is msgspec.NODEFAULT else field_info.default
+    # What the API and the CLI offer may differ from the wire's absent value (a barrier's
+    # timeout: 5 s offered; absent on the control socket, the router's own).
+    default = offered.get("offered_default", default)
     max_length = getattr(kind, "max_length", None)
     above = getattr(kind, "gt", None)
     at_most = getattr(kind, "le", None)

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.catalogue import COMMANDS
 from tests.fault.harness.figures import Figures
 from tests.fault.harness.modes import scaled
 from tests.fault.harness.stack import FaultStack, fault_stack
@@ -200,7 +201,11 @@ def _cap_tokens(case: Any) -> Any:
     return case
 
 
-BARRIERS = frozenset({"/api/pause", "/api/continue", "/pause_generation", "/continue_generation"})
+BARRIERS = frozenset(path for entry in COMMANDS if entry.barrier for path in entry.paths)
+#: Commands the engine carries out: a 502 or 504 in the error shape is documented.
+ENGINE_COMMANDS = frozenset(
+    path for entry in COMMANDS if entry.engine is not None for path in entry.paths
+)
 
 
 def _short_barrier(case: Any) -> Any:
@@ -212,11 +217,21 @@ def _short_barrier(case: Any) -> Any:
 
 
 def _barrier_timeout(case: Any, response: Any) -> bool:
-    """A barrier's documented 504: the operation, not complete."""
-    if response.status_code != 504 or case.operation.path not in BARRIERS:
-        return False
+    """A barrier's documented 504 (the operation, not complete), or an engine command's
+    documented 502/504 (an error naming why: a generated timeout too short to meet)."""
     body = response.json()
-    return isinstance(body, dict) and body.get("complete") is False
+    if not isinstance(body, dict):
+        return False
+    path = case.operation.path
+    if response.status_code == 504 and path in BARRIERS and body.get("complete") is False:
+        return True
+    error = body.get("error") or {}
+    return (
+        response.status_code in (502, 504)
+        and path in ENGINE_COMMANDS
+        and error.get("code") in ("engine_failed", "timeout")
+        and bool(error.get("message"))
+    )
 
 
 class TestSchemathesis:
