@@ -127,7 +127,9 @@ class WeightUpdates:
         if self._active is not None or version == self.version:
             return []
         self._counters.add("weight_updates", "adopted_from_engine")
-        self.version, self.model = version, "" if not version else self.model
+        # The file behind a version the engine reports is not known here: never the
+        # file of the version it replaces.
+        self.version, self.model = version, ""
         return [self._persist()]
 
     # ------------------------------------------------------------------ the steps

@@ -178,3 +178,14 @@ def test_a_worker_that_registers_later_learns_the_version(shell: CoreShell) -> N
     effects = shell.register("late")
     load = sent(effects, Kind.LOAD, LoadSnapshot)
     assert (load.weight_version, load.context_length, load.secret) == ("v9", 512, "")
+
+
+def test_a_version_the_engine_reports_is_adopted_without_the_old_file() -> None:
+    """Restored v7 from /m/v7.gguf, the engine says it serves v8: v8, file unknown."""
+    from router_core.tokenizer_router.durable import DurableState
+
+    restored = DurableState(incarnation=1, weight_version="v7", weight_model="/m/v7.gguf")
+    heir = CoreShell(key=KEY, restored=restored, incarnation=2)
+    heir.engine_load(engine_started_ns=1, weight_version="v8")
+    assert (heir.core.weights.version, heir.core.weights.model) == ("v8", "")
+    assert heir.core.durable_state().weight_model == ""
