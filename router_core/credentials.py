@@ -27,6 +27,7 @@ __all__ = [
     "KEY_FILE",
     "MIN_KEY_LENGTH",
     "KeyFileError",
+    "check_private",
     "load_or_create",
     "matches",
     "new_secret",
@@ -55,7 +56,9 @@ def matches(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
 
-def _check_private(path: Path, info: os.stat_result) -> None:
+def check_private(path: Path, info: os.stat_result) -> None:
+    """Raise :class:`KeyFileError` unless ``info`` is a regular file of this user that
+    nobody else may read or write."""
     if not stat.S_ISREG(info.st_mode):
         raise KeyFileError(f"key file {path}: not a regular file")
     if info.st_uid != os.geteuid():
@@ -76,7 +79,7 @@ def read_key(path: Path) -> str:
     except OSError as exc:
         raise KeyFileError(f"key file {path}: {exc.strerror}") from None
     with os.fdopen(descriptor, "rb") as handle:
-        _check_private(path, os.fstat(handle.fileno()))
+        check_private(path, os.fstat(handle.fileno()))
         raw = handle.read(_MAX_KEY_LENGTH + 1)
     try:
         key = raw.decode("ascii").strip()
