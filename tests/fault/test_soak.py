@@ -25,8 +25,8 @@ from tests.fault.harness.modes import scaled
 from tests.fault.harness.procfs import fd_total, rss_total
 from tests.fault.harness.stack import FaultStack, fault_stack
 
-SOAK_S = scaled(120, 1800)
-WARM_S = scaled(20, 120)
+SOAK_S = scaled(60, 1800)
+WARM_S = scaled(10, 120)
 PEAK_S = 10.0
 #: The first seconds of the peak run are not counted (the clients ramp up).
 PEAK_RAMP_S = 2.0

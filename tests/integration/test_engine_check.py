@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -194,19 +195,37 @@ BROKEN = {
 }
 
 
-class TestBrokenEngines:
-    """A stand-in engine breaking one duty fails on exactly that duty's rows."""
+#: engine-check runs of broken engines at a time: a run mostly waits (quiet windows,
+#: deadlines), so a few side by side take little more than one.
+PARALLEL_CHECKS = 4
 
-    @pytest.mark.parametrize("duty", sorted(BROKEN))
-    def test_fails_on_its_row(self, switchboard_bin: str, duty: str) -> None:
-        """Exit status 1, FAIL on exactly the rows the break implies, each with a fix."""
-        status, document = engine_check(
+
+@pytest.fixture(scope="module")
+def broken_reports(switchboard_bin: str) -> dict[str, tuple[int, dict[str, Any]]]:
+    """``engine-check --json`` of every broken engine, run a few at a time; by break."""
+
+    def check(duty: str) -> tuple[int, dict[str, Any]]:
+        return engine_check(
             switchboard_bin,
             "--timeout-s",
             "2",
             "--engine-command",
             f"{PYTHON} -m tests.standins.broken_engine --break {duty}",
         )
+
+    with ThreadPoolExecutor(max_workers=PARALLEL_CHECKS) as pool:
+        return dict(zip(sorted(BROKEN), pool.map(check, sorted(BROKEN)), strict=True))
+
+
+class TestBrokenEngines:
+    """A stand-in engine breaking one duty fails on exactly that duty's rows."""
+
+    @pytest.mark.parametrize("duty", sorted(BROKEN))
+    def test_fails_on_its_row(
+        self, broken_reports: dict[str, tuple[int, dict[str, Any]]], duty: str
+    ) -> None:
+        """Exit status 1, FAIL on exactly the rows the break implies, each with a fix."""
+        status, document = broken_reports[duty]
         assert_report(document)
         assert status == 1 and not document["ok"]
         assert rows_with(document, "FAIL") == BROKEN[duty], document
