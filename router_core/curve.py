@@ -1,8 +1,8 @@
-"""CURVE key pairs and the file of authorised public keys: what crossing hosts trusts.
+"""CURVE keys and the file of authorised public keys: what crossing hosts trusts.
 
 Every ``tcp://`` connection between hosts is encrypted and authenticated with ZeroMQ's
 CURVE mechanism. A host has one key pair, written by ``switchboard keys generate NAME``
-(:func:`write_key_pair`) as two files:
+(:func:`router_core.curve_files.write_key_pair`) as two files:
 
 * ``NAME.secret`` (mode 600): ``public <z85>`` and ``secret <z85>``, one per line;
 * ``NAME.public``: one line, ``<z85> NAME`` — exactly one line of an authorised-keys
@@ -15,6 +15,9 @@ ignored (Z85 uses ``#`` too, so a comment is never put after a key).
 restart. A file that is missing or has a bad line authorises nobody until it is fixed
 (fail closed: a typo made while revoking a key must not keep that key alive); connections
 already open stay open, since CURVE authenticates once, at the handshake.
+
+Pure (no zmq): the key types and the authorised-keys file; key pair files are
+:mod:`router_core.curve_files`'.
 """
 
 from __future__ import annotations
@@ -27,19 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import zmq
-from zmq.utils import z85
-
-from router_core.credentials import KeyFileError, check_private
+from router_core.credentials import KeyFileError
 
 __all__ = [
     "KEY_LENGTH",
     "AuthorisedKeys",
+    "ClientKeys",
     "KeyPair",
+    "decode_key",
     "parse_authorised_keys",
-    "read_key_pair",
+    "read_public_key",
     "valid_public_key",
-    "write_key_pair",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,69 +64,58 @@ class KeyPair:
         return f"KeyPair(public={self.public!r}, secret=<hidden>)"
 
 
+@dataclass(frozen=True, slots=True)
+class ClientKeys:
+    """What a CURVE client presents: its own key pair, and the public key of the server it
+    connects to (a client refuses a server with any other key)."""
+
+    pair: KeyPair
+    server_public: str
+
+    def __post_init__(self) -> None:
+        if not valid_public_key(self.server_public):
+            raise ValueError("the server's public key must be 40 Z85 characters")
+
+
+#: Z85's alphabet (ZeroMQ RFC 32), each character's value its index.
+_Z85: Final = (
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+)
+_Z85_VALUE: Final = {char: value for value, char in enumerate(_Z85)}
+
+
+def decode_key(text: str) -> bytes | None:
+    """The 32 bytes a 40-character Z85 key spells, or None if it spells none."""
+    if len(text) != KEY_LENGTH:
+        return None
+    out = bytearray()
+    for start in range(0, KEY_LENGTH, 5):
+        value = 0
+        for char in text[start : start + 5]:
+            digit = _Z85_VALUE.get(char)
+            if digit is None:
+                return None
+            value = value * 85 + digit
+        if value >= 1 << 32:
+            return None
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
 def valid_public_key(text: str) -> bool:
     """Whether ``text`` is a CURVE key in Z85 (40 characters that decode to 32 bytes)."""
-    if len(text) != KEY_LENGTH or not text.isascii():
-        return False
+    return decode_key(text) is not None
+
+
+def read_public_key(path: Path) -> str:
+    """The key of a ``.public`` file (its first word); :class:`KeyFileError` if none."""
     try:
-        z85.decode(text)
-    except (ValueError, KeyError, TypeError):
-        return False
-    return True
-
-
-def write_key_pair(directory: Path, name: str) -> tuple[Path, Path]:
-    """Write a new key pair as ``NAME.secret`` (mode 600) and ``NAME.public`` in
-    ``directory``; return both paths. Refuses (``FileExistsError``) to overwrite either
-    file: replacing a key pair is a rotation, done by writing a new name."""
-    if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise ValueError(f"key name {name!r}: use letters, digits, '-', '_' and '.'")
-    public, secret = _new_key_pair()
-    secret_path = directory / f"{name}.secret"
-    public_path = directory / f"{name}.public"
-    if public_path.exists():
-        raise FileExistsError(f"{public_path} exists: choose another name to rotate keys")
-    descriptor = os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="ascii") as out:
-        out.write(f"public {public}\nsecret {secret}\n")
-    public_path.write_text(f"{public} {name}\n", encoding="ascii")
-    return secret_path, public_path
-
-
-def _new_key_pair() -> tuple[str, str]:
-    """A fresh key pair whose public key does not start with ``#`` (which the
-    authorised-keys file reads as a comment)."""
-    while True:
-        public, secret = (part.decode("ascii") for part in zmq.curve_keypair())
-        if not public.startswith("#"):
-            return public, secret
-
-
-def read_key_pair(path: Path) -> KeyPair:
-    """The key pair in a ``.secret`` file; :class:`KeyFileError` naming the file and what
-    is wrong when it is missing, readable by others, or not two valid keys that belong
-    together."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise KeyFileError(f"key pair file {path}: {exc.strerror}") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        check_private(path, os.fstat(handle.fileno()))
-        raw = handle.read(4096)
-    fields: dict[str, str] = {}
-    for line in raw.decode("ascii", "replace").splitlines():
-        label, _, value = line.strip().partition(" ")
-        if label in ("public", "secret"):
-            fields[label] = value.strip()
-    public, secret = fields.get("public", ""), fields.get("secret", "")
-    if not (valid_public_key(public) and valid_public_key(secret)):
-        raise KeyFileError(
-            f"key pair file {path}: expected the lines 'public <key>' and 'secret <key>' "
-            "(40 Z85 characters each), as 'switchboard keys generate' writes them"
-        )
-    if zmq.curve_public(secret.encode()).decode() != public:
-        raise KeyFileError(f"key pair file {path}: the public key is not the secret's own")
-    return KeyPair(public=public, secret=secret)
+        words = path.read_text(encoding="ascii").split()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyFileError(f"public key file {path}: {exc}") from None
+    if not words or not valid_public_key(words[0]):
+        raise KeyFileError(f"public key file {path}: expected '<40 Z85 characters> [name]'")
+    return words[0]
 
 
 def parse_authorised_keys(text: str) -> tuple[dict[bytes, str], list[str]]:
@@ -142,7 +132,7 @@ def parse_authorised_keys(text: str) -> tuple[dict[bytes, str], list[str]]:
         if not valid_public_key(key):
             problems.append(f"line {number}: {key[:12]!r}… is not a 40-character Z85 key")
             continue
-        keys[z85.decode(key)] = name.strip() or key[:8]
+        keys[decode_key(key) or b""] = name.strip() or key[:8]
     return keys, problems
 
 

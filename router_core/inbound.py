@@ -93,10 +93,21 @@ class BoundSockets(AbstractContextManager["BoundSockets"]):
         self._allow_remote = allow_remote
         self._opened: list[tuple[zmq.Socket[bytes], str]] = []
 
-    def bind(self, socket_type: int, endpoint: str) -> zmq.Socket[bytes]:
-        """Bind a socket of ``socket_type`` at ``endpoint`` (loopback-only unless allowed)."""
+    def bind(
+        self,
+        socket_type: int,
+        endpoint: str,
+        prepare: Callable[[zmq.Socket[bytes]], None] | None = None,
+    ) -> zmq.Socket[bytes]:
+        """Bind a socket of ``socket_type`` at ``endpoint`` (loopback-only unless allowed),
+        ``prepare`` run on it first (:func:`router_core.transport.bind`)."""
         sock = bind(
-            self._context, socket_type, endpoint, hwm=self._hwm, allow_remote=self._allow_remote
+            self._context,
+            socket_type,
+            endpoint,
+            hwm=self._hwm,
+            allow_remote=self._allow_remote,
+            prepare=prepare,
         )
         self._opened.append((sock, endpoint))
         return sock

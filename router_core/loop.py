@@ -59,6 +59,12 @@ class PollLoop:
         if gate is not None:
             self._gates[sock] = (gate, [True])
 
+    def unwatch(self, sock: zmq.Socket[bytes]) -> None:
+        """Stop watching ``sock`` (before it is closed); nothing if it was not watched."""
+        if self._handlers.pop(sock, None) is not None:
+            self._poller.unregister(sock)
+        self._gates.pop(sock, None)
+
     def _apply_gates(self) -> None:
         for sock, (gate, is_open) in self._gates.items():
             wanted = gate()
@@ -103,9 +109,14 @@ class PollLoop:
             for dest, sock in waiting:
                 if ready.get(sock, 0) & zmq.POLLOUT:
                     dest.flush()
-            for sock, handler in self._handlers.items():
-                if ready.get(sock, 0) & zmq.POLLIN:
-                    handler()
+            # By what is ready, not by every watched socket: a gateway watches one socket
+            # per remote worker, and a handler may unwatch another socket meanwhile.
+            handlers = self._handlers
+            for sock, events in ready.items():
+                if events & zmq.POLLIN:
+                    handler = handlers.get(sock)
+                    if handler is not None:
+                        handler()
             next_tick = on_tick(time.monotonic())
 
 
@@ -160,12 +171,17 @@ class LoopResources:
             raise RuntimeError("LoopResources is used only inside its with block")
         return self._context
 
-    def bind(self, socket_type: int, endpoint: str) -> zmq.Socket[bytes]:
-        """Bind a socket of ``socket_type`` at ``endpoint`` (loopback-only unless allowed);
-        it is closed on exit."""
+    def bind(
+        self,
+        socket_type: int,
+        endpoint: str,
+        prepare: Callable[[zmq.Socket[bytes]], None] | None = None,
+    ) -> zmq.Socket[bytes]:
+        """Bind a socket of ``socket_type`` at ``endpoint`` (loopback-only unless allowed),
+        ``prepare`` run on it before the bind; it is closed on exit."""
         if self._bound is None:
             raise RuntimeError("LoopResources is used only inside its with block")
-        return self._bound.bind(socket_type, endpoint)
+        return self._bound.bind(socket_type, endpoint, prepare)
 
     def destinations(self) -> DestinationSet:
         """A new destination set (counting drops in ``counters``), drained on exit."""

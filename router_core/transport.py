@@ -12,7 +12,7 @@ import errno
 import os
 import socket
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import zmq
@@ -68,8 +68,12 @@ def bind(
     hwm: int = DEFAULT_HWM,
     linger_ms: int = 0,
     allow_remote: bool = False,
+    prepare: Callable[[zmq.Socket[bytes]], None] | None = None,
 ) -> zmq.Socket[bytes]:
-    """Create a socket of ``socket_type`` bound to ``endpoint`` (loopback-only by default)."""
+    """Create a socket of ``socket_type`` bound to ``endpoint`` (loopback-only by default).
+
+    ``prepare`` sets what must be set before the bind (CURVE, :mod:`router_core.zap`).
+    """
     check_endpoint(endpoint, allow_remote=allow_remote)
     if endpoint.startswith("ipc://"):
         _refuse_live_ipc(endpoint.removeprefix("ipc://"))
@@ -81,6 +85,8 @@ def bind(
         if socket_type == zmq.ROUTER:
             # An unroutable reply (the client went away) is dropped, never an error.
             sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        if prepare is not None:
+            prepare(sock)
         sock.bind(endpoint)
     except BaseException:
         sock.close(linger=0)
@@ -148,34 +154,35 @@ def connect(
     return sock
 
 
-def recv_message(sock: zmq.Socket[bytes]) -> list[FrameLike]:
+def recv_message(sock: zmq.Socket[bytes], max_frames: int = MAX_FRAMES) -> list[FrameLike]:
     """Receive one whole message without blocking.
 
     Returns ``[header_bytes, *payload_frames]`` (payload frames are ``bytes`` from the C
     fast path, else ``zmq.Frame`` so they are forwarded without a copy). Raises
     ``zmq.Again`` when no message is waiting and :class:`MalformedMessage` (after
-    consuming every frame of it) for a message with more than :data:`MAX_FRAMES` frames.
+    consuming every frame of it) for a message with more than ``max_frames`` frames
+    (:data:`MAX_FRAMES`; a gateway's envelope adds frames of its own).
     """
     fast = native()
     if fast is not None:
         try:
-            frames: list[FrameLike] | None = fast.recv_frames(sock.underlying, MAX_FRAMES)
+            frames: list[FrameLike] | None = fast.recv_frames(sock.underlying, max_frames)
         except OSError as exc:
             raise as_zmq_error(exc) from exc
         if frames is None:
             raise zmq.Again()
-        if len(frames) > MAX_FRAMES:
+        if len(frames) > max_frames:
             raise MalformedMessage("too_many_frames")
         return frames
-    return _recv_message_pyzmq(sock)
+    return _recv_message_pyzmq(sock, max_frames)
 
 
-def _recv_message_pyzmq(sock: zmq.Socket[bytes]) -> list[FrameLike]:
+def _recv_message_pyzmq(sock: zmq.Socket[bytes], max_frames: int) -> list[FrameLike]:
     head = sock.recv(_NOBLOCK, copy=False)
     frames: list[FrameLike] = [head.bytes]
     last = head
     while last.more:
-        if len(frames) >= MAX_FRAMES:
+        if len(frames) >= max_frames:
             _discard_rest(sock)
             raise MalformedMessage("too_many_frames")
         last = sock.recv(copy=False)

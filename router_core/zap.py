@@ -22,7 +22,7 @@ from typing import Final
 import zmq
 
 from router_core.counters import Counters
-from router_core.curve import AuthorisedKeys, KeyPair
+from router_core.curve import AuthorisedKeys, ClientKeys, KeyPair
 
 __all__ = ["ZAP_ENDPOINT", "ZapHandler", "curve_client", "curve_server", "zap_reply"]
 
@@ -146,8 +146,8 @@ def curve_server(sock: zmq.Socket[bytes], keys: KeyPair) -> None:
     sock.setsockopt_string(zmq.ZAP_DOMAIN, "switchboard")
 
 
-def curve_client(sock: zmq.Socket[bytes], keys: KeyPair, server_public: str) -> None:
-    """Make ``sock`` (not yet connected) a CURVE client of the server with ``server_public``."""
-    sock.setsockopt(zmq.CURVE_SERVERKEY, server_public.encode("ascii"))
-    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.public.encode("ascii"))
-    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.secret.encode("ascii"))
+def curve_client(sock: zmq.Socket[bytes], keys: ClientKeys) -> None:
+    """Make ``sock`` (not yet connected) a CURVE client with ``keys``."""
+    sock.setsockopt(zmq.CURVE_SERVERKEY, keys.server_public.encode("ascii"))
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.pair.public.encode("ascii"))
+    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.pair.secret.encode("ascii"))

@@ -58,7 +58,6 @@ from router_core.worker_link.dispatch import (
     RECEIVE_SPAN,
     InboundDispatch,
     OutputsObserver,
-    worker_frame_count,
 )
 from router_core.worker_link.effects import Send
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
@@ -67,7 +66,7 @@ from router_core.worker_link.outcomes import ABORT_DROPPED, CONTROL_DROPPED, Cou
 from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.settings import WorkerLinkSettings
 from router_core.worker_link.shell import InboundShell
-from router_core.worker_link.sockets import LinkSockets
+from router_core.worker_link.sockets import link_sockets
 from router_core.worker_link.streams import ResponseStream
 from router_core.worker_link.timer import RegistrationTimer, wait_event
 
@@ -105,8 +104,8 @@ class WorkerLink:
             on_change=self._on_session_change,
             on_outputs=on_outputs,
         )
-        self._sockets = LinkSockets(
-            settings, self.counters, self._inbound.on_message, worker_frame_count
+        self._sockets = link_sockets(
+            settings, identity.worker_id, self.counters, self._inbound.on_message
         )
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from router_core.curve import ClientKeys
 from router_core.endpoints import RouterEndpoints, check_endpoint, worker_address
 from router_core.limits import DEFAULT_HWM
 from router_core.settings_fields import flagged
@@ -18,6 +19,12 @@ class WorkerLinkSettings:
 
     ``address`` is the PULL the worker binds (its identity on the wire);
     ``requests_endpoint`` and ``workers_endpoint`` are the router's two PULLs.
+
+    With ``curve`` the worker runs on a host of its own
+    (:mod:`~router_core.worker_link.remote_sockets`): ``workers_endpoint`` and
+    ``requests_endpoint`` are then the worker gateway's control and requests endpoints,
+    and ``address`` is the return address the gateway keeps for the worker on the control
+    host (its prefix and the worker id); the worker binds nothing.
     """
 
     address: str
@@ -57,6 +64,8 @@ class WorkerLinkSettings:
     #: The stack key the worker registers with (:mod:`router_core.credentials`); None:
     #: none (accepted only by a router that has no key either).
     key: str | None = field(default=None, repr=False)
+    #: CURVE keys for a worker on another host, connecting through the worker gateway.
+    curve: ClientKeys | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for endpoint in (self.address, self.requests_endpoint, self.workers_endpoint):

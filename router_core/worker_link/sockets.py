@@ -27,11 +27,13 @@ from router_core.transport import (
     send_frames,
 )
 from router_core.wire.codec import Frames
+from router_core.worker_link.dispatch import worker_frame_count
 from router_core.worker_link.effects import Channel
 from router_core.worker_link.outcomes import Count
+from router_core.worker_link.remote_sockets import RemoteLinkSockets
 from router_core.worker_link.settings import WorkerLinkSettings
 
-__all__ = ["Channel", "LinkSockets"]
+__all__ = ["Channel", "LinkSockets", "link_sockets"]
 
 logger = logging.getLogger(__name__)
 
@@ -172,3 +174,13 @@ class LinkSockets:
         # A flood: let the request handlers run, then carry on draining.
         assert self._loop is not None
         self._loop.call_soon(self._read_ready)
+
+
+def link_sockets(
+    settings: WorkerLinkSettings, worker_id: str, counters: Counters, handle: Handler
+) -> LinkSockets | RemoteLinkSockets:
+    """The sockets of a worker link: bound on the control host, or (``settings.curve``)
+    connected to the worker gateway from a host of its own."""
+    if settings.curve is None:
+        return LinkSockets(settings, counters, handle, worker_frame_count)
+    return RemoteLinkSockets(settings, worker_id, counters, handle, worker_frame_count)

@@ -41,6 +41,10 @@ PURE_MODULES = (
     "router_core/worker_link/timer.py",
     "router_core/worker_link/idle.py",
     "router_core/beacon.py",
+    # The worker gateway's frames, decisions and settings (its shell is not pure).
+    "router_core/worker_gateway/frames.py",
+    "router_core/worker_gateway/core.py",
+    "router_core/worker_gateway/settings.py",
     "switchboard/supervisor/layout.py",
     # The tokenizer router's core: handlers take decoded messages and return effects.
     "router_core/tokenizer_router/backward.py",

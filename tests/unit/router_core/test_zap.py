@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import zmq
-from zmq.utils import z85
 
 from router_core.counters import Counters
-from router_core.curve import AuthorisedKeys, KeyPair, read_key_pair, write_key_pair
+from router_core.curve import AuthorisedKeys, ClientKeys, KeyPair, decode_key
+from router_core.curve_files import read_key_pair, write_key_pair
 from router_core.zap import ZapHandler, curve_client, curve_server, zap_reply
 
 
@@ -31,7 +31,15 @@ class TestZapReply:
         """An authorised key is answered 200 with the key's name as user id."""
         public, _ = zmq.curve_keypair()
         keys = self._keys(tmp_path, public.decode())
-        request = [b"1.0", b"7", b"switchboard", b"127.0.0.1", b"", b"CURVE", z85.decode(public)]
+        request = [
+            b"1.0",
+            b"7",
+            b"switchboard",
+            b"127.0.0.1",
+            b"",
+            b"CURVE",
+            decode_key(public.decode()),
+        ]
         assert zap_reply(request, keys) == ([b"1.0", b"7", b"200", b"OK", b"host", b""], "accepted")
 
     def test_other_keys_and_mechanisms_get_400(self, tmp_path: Path) -> None:
@@ -84,7 +92,7 @@ class TestCurveHandshake:
             client = context.socket(zmq.DEALER)
             client.setsockopt(zmq.LINGER, 0)
             client.setsockopt(zmq.ROUTING_ID, name)
-            curve_client(client, keypair, server.public)
+            curve_client(client, ClientKeys(keypair, server.public))
             client.connect(f"tcp://127.0.0.1:{port}")
             client.send(b"hello from " + name)
             clients.append(client)

@@ -1,0 +1,212 @@
+"""A worker link's sockets on a worker host: two CURVE connections to the worker gateway.
+
+On a host of its own a worker binds nothing. Its ``control`` socket is a DEALER (routing
+id: the worker id) connected to the gateway's control endpoint (``workers_endpoint`` in
+the settings): it carries the worker's control traffic up (``UP``) and everything for the
+worker down (``DOWN``), so the control host never connects to the worker host. Its
+``requests`` socket is a PUSH to the gateway's requests endpoint. The gateway's own verbs
+(``HELLO``, ``WELCOME``, ``WHO``, ``REFUSED``) are answered here: ``HELLO`` is sent when
+the link opens and again whenever the gateway says ``WHO`` (it restarted, or forgot a
+worker it had not heard from). Same interface as :class:`~.sockets.LinkSockets`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Final
+
+import zmq
+
+from router_core.counters import Counters
+from router_core.curve import ClientKeys
+from router_core.inbound import BUDGET, FrameCount, Handler, accept
+from router_core.transport import (
+    MAX_FRAMES,
+    FrameLike,
+    MalformedMessage,
+    recv_message,
+    send_frames,
+)
+from router_core.wire.codec import Frames
+from router_core.worker_gateway import frames as verbs
+from router_core.worker_link.effects import Channel
+from router_core.worker_link.outcomes import Count
+from router_core.worker_link.settings import WorkerLinkSettings
+from router_core.zap import curve_client
+
+__all__ = ["HEARTBEAT_IVL_MS", "HEARTBEAT_TIMEOUT_MS", "RemoteLinkSockets"]
+
+logger = logging.getLogger(__name__)
+
+#: ZMTP heartbeats on both connections, so a connection whose network went away is seen
+#: as gone (and reconnected) within seconds, not after TCP's own minutes.
+HEARTBEAT_IVL_MS: Final = 1000
+HEARTBEAT_TIMEOUT_MS: Final = 3000
+_LINGER_MS: Final = 1000
+
+
+class RemoteLinkSockets:
+    """The gateway DEALER and the requests PUSH of a worker on another host."""
+
+    def __init__(
+        self,
+        settings: WorkerLinkSettings,
+        worker_id: str,
+        counters: Counters,
+        handle: Handler,
+        frame_count: FrameCount,
+    ) -> None:
+        if settings.curve is None:
+            raise ValueError("a worker on another host needs CURVE keys (settings.curve)")
+        self._settings = settings
+        self._keys: ClientKeys = settings.curve
+        self._routing_id = worker_id.encode("ascii")
+        self._counters = counters
+        self._handle = handle
+        self._frame_count = frame_count
+        self._context: zmq.Context[zmq.Socket[bytes]] | None = None
+        self._sockets: dict[Channel, zmq.Socket[bytes]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fd: int | None = None
+        self._refusal_logged: set[bytes] = set()
+
+    def is_open(self) -> bool:
+        """Whether :meth:`open` succeeded and :meth:`close` has not run since."""
+        return self._context is not None
+
+    def open(self) -> None:
+        """Connect both sockets, say ``HELLO`` and start reading on the running loop."""
+        if self._context is not None:
+            raise RuntimeError("the worker link is already open")
+        s = self._settings
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        try:
+            self._sockets["control"] = self._connect(
+                context, zmq.DEALER, s.workers_endpoint, immediate=False
+            )
+            self._sockets["requests"] = self._connect(
+                context, zmq.PUSH, s.requests_endpoint, immediate=True
+            )
+        except BaseException:
+            self._close(context)
+            raise
+        self._context = context
+        self._hello()
+        self._loop = asyncio.get_running_loop()
+        fd = int(self._sockets["control"].getsockopt(zmq.FD))
+        self._fd = fd
+        self._loop.add_reader(fd, self._read_ready)
+        self._loop.call_soon(self._read_ready)
+
+    def _connect(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        socket_type: int,
+        endpoint: str,
+        *,
+        immediate: bool,
+    ) -> zmq.Socket[bytes]:
+        sock = context.socket(socket_type)
+        try:
+            sock.setsockopt(zmq.SNDHWM, self._settings.hwm)
+            sock.setsockopt(zmq.RCVHWM, self._settings.hwm)
+            sock.setsockopt(zmq.LINGER, _LINGER_MS)
+            sock.setsockopt(zmq.IMMEDIATE, int(immediate))
+            sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+            if socket_type == zmq.DEALER:
+                sock.setsockopt(zmq.ROUTING_ID, self._routing_id)
+            curve_client(sock, self._keys)
+            sock.connect(endpoint)
+        except BaseException:
+            sock.close(linger=0)
+            raise
+        return sock
+
+    def close(self) -> None:
+        """Stop reading and close both sockets and the context; safe to call twice."""
+        context, self._context = self._context, None
+        if context is not None:
+            self._close(context)
+
+    def _close(self, context: zmq.Context[zmq.Socket[bytes]]) -> None:
+        if self._loop is not None and self._fd is not None:
+            self._loop.remove_reader(self._fd)
+        self._fd = None
+        for sock in self._sockets.values():
+            sock.close()
+        self._sockets.clear()
+        context.term()
+
+    def _hello(self) -> None:
+        message = [verbs.HELLO, self._settings.address.encode()]
+        if not send_frames(self._sockets["control"], message):
+            self._counters.add("dropped", "gateway_hello")
+
+    # ------------------------------------------------------------------ outbound
+
+    def send(
+        self,
+        channel: Channel,
+        frames: Frames,
+        *,
+        sent: Count | None = None,
+        unsent: Count | None = None,
+    ) -> bool:
+        """Send one message on ``channel`` without blocking; True if ZeroMQ took it
+        (the contract of :meth:`~.sockets.LinkSockets.send`)."""
+        sock = self._sockets.get(channel)
+        message = frames if channel == "requests" else [verbs.UP, *frames]
+        if sock is not None and send_frames(sock, message):
+            if sent is not None:
+                self._counters.add(*sent)
+            return True
+        if unsent is not None:
+            self._counters.add(*unsent)
+        return False
+
+    # ------------------------------------------------------------------ inbound
+
+    def _read_ready(self) -> None:
+        sock = self._sockets.get("control")
+        if sock is None:
+            return
+        for _ in range(BUDGET):
+            try:
+                frames = recv_message(sock, MAX_FRAMES + 1)
+            except zmq.Again:
+                if not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                    return
+                continue
+            except MalformedMessage as exc:
+                self._counters.add("rejected", exc.reason)
+                continue
+            verb = frames[0] if isinstance(frames[0], bytes) else frames[0].bytes
+            if verb == verbs.DOWN and len(frames) > 1:
+                try:
+                    accept(frames[1:], self._handle, self._counters, self._frame_count)
+                except Exception:  # never leave later messages unread behind one bad one
+                    logger.exception("worker link: a message could not be applied")
+                    self._counters.add("rejected", "handler_error")
+            else:
+                self._gateway_said(verb, frames[1:])
+        assert self._loop is not None
+        self._loop.call_soon(self._read_ready)
+
+    def _gateway_said(self, verb: bytes, rest: Sequence[FrameLike]) -> None:
+        if verb == verbs.WHO:
+            self._counters.add("gateway", "who")
+            self._hello()
+        elif verb == verbs.WELCOME:
+            self._counters.add("gateway", "welcome")
+            self._refusal_logged.clear()
+        elif verb == verbs.REFUSED and len(rest) == 1:
+            reason = rest[0] if isinstance(rest[0], bytes) else rest[0].bytes
+            self._counters.add("refused", reason.decode("ascii", "replace"))
+            if reason not in self._refusal_logged:
+                self._refusal_logged.add(reason)
+                logger.error("the worker gateway refused this worker: %s", reason.decode())
+        else:
+            self._counters.add("rejected", "gateway_verb")
