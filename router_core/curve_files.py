@@ -29,6 +29,7 @@ def write_key_pair(directory: Path, name: str) -> tuple[Path, Path]:
     with os.fdopen(descriptor, "w", encoding="ascii") as out:
         out.write(f"public {public}\nsecret {secret}\n")
     public_path.write_text(f"{public} {name}\n", encoding="ascii")
+    public_path.chmod(0o644)  # a public key is for sharing, whatever the umask
     return secret_path, public_path
 
 

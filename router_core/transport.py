@@ -30,6 +30,7 @@ __all__ = [
     "bind",
     "close_bound",
     "connect",
+    "ipc_in_use",
     "recv_message",
     "send_frames",
 ]
@@ -94,6 +95,23 @@ def bind(
     return sock
 
 
+def ipc_in_use(path: str) -> bool:
+    """Whether a running process listens on the ipc socket file ``path``."""
+    try:
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return False
+    except FileNotFoundError:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False  # refused: stale socket file
+    finally:
+        probe.close()
+    return True
+
+
 def _refuse_live_ipc(path: str) -> None:
     """Fail if a running process listens on ``path``.
 
@@ -101,19 +119,8 @@ def _refuse_live_ipc(path: str) -> None:
     so a second router on the same run directory would steal the first one's traffic.
     A file nobody listens on (left by a killed process) is fine: bind replaces it.
     """
-    try:
-        if not stat.S_ISSOCK(os.stat(path).st_mode):
-            return
-    except FileNotFoundError:
-        return
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(path)
-    except OSError:
-        return  # refused: stale socket file
-    finally:
-        probe.close()
-    raise zmq.ZMQError(errno.EADDRINUSE, f"ipc://{path} is in use by a running process")
+    if ipc_in_use(path):
+        raise zmq.ZMQError(errno.EADDRINUSE, f"ipc://{path} is in use by a running process")
 
 
 def close_bound(sock: zmq.Socket[bytes], endpoint: str) -> None:

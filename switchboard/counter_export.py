@@ -27,6 +27,7 @@ EXPORTED: Final = {
     "rejected": "switchboard_rejected_frames_total",
     "lost_requests": "switchboard_lost_requests_total",
     "resent_requests": "switchboard_resent_requests_total",
+    "refused": "switchboard_refused_connections_total",
 }
 #: How often a process's loop should call :meth:`CounterExport.sync`.
 SYNC_INTERVAL_S: Final = 1.0
@@ -100,6 +101,7 @@ def _families() -> dict[str, Counter]:
             "rejected": "inbound messages refused as malformed or unexpected, by reason",
             "lost_requests": "requests ended with an error because a fault lost them, by cause",
             "resent_requests": "requests sent again because the router they went to restarted",
+            "refused": "connections and peers refused at the edge (CURVE key, gateway HELLO)",
         }
         for name, metric in EXPORTED.items():
             # registry=None: the admin app reads the multiprocess directory, not this process.

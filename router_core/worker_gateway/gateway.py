@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import zmq
@@ -38,6 +39,7 @@ from router_core.transport import (
     bind,
     close_bound,
     connect,
+    ipc_in_use,
     recv_message,
     send_frames,
 )
@@ -131,6 +133,7 @@ class WorkerGateway:
                 # A full or gone remote worker must be seen (EAGAIN, EHOSTUNREACH).
                 sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
 
+        _remove_stale_returns(s.return_prefix)
         with LoopResources(s, self.counters) as resources:
             context = self._context = resources.context
             zap = ZapHandler(context, keys, self.counters)
@@ -302,6 +305,15 @@ class WorkerGateway:
                 self._on_second()
         busy = held.requests is not None or held.control is not None or held.returns
         return now + _RETRY_S if busy else self._next_sweep
+
+
+def _remove_stale_returns(prefix: str) -> None:
+    """Remove the return addresses a killed gateway left under ``prefix`` (socket files
+    nobody listens on); the workers they were for say HELLO again."""
+    base = Path(prefix.removeprefix("ipc://"))
+    for path in base.parent.glob(f"{base.name}*"):
+        if path.is_socket() and not ipc_in_use(str(path)):
+            path.unlink(missing_ok=True)
 
 
 def _recv_enveloped(sock: zmq.Socket[bytes]) -> tuple[bytes, str, list[FrameLike]]:

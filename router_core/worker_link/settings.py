@@ -68,8 +68,11 @@ class WorkerLinkSettings:
     curve: ClientKeys | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        for endpoint in (self.address, self.requests_endpoint, self.workers_endpoint):
-            check_endpoint(endpoint, allow_remote=self.allow_remote)
+        check_endpoint(self.address, allow_remote=self.allow_remote)
+        # Through the gateway the two endpoints are another host's, authenticated by CURVE.
+        remote = self.allow_remote or self.curve is not None
+        for endpoint in (self.requests_endpoint, self.workers_endpoint):
+            check_endpoint(endpoint, allow_remote=remote)
         if self.hwm <= 0:
             raise ValueError("hwm must be positive (bounded queues)")
         waits = (self.register_retry_s, self.register_wait_s, self.send_timeout_s)

@@ -45,6 +45,7 @@ SUBCOMMANDS: Final[Mapping[str, Subcommand]] = MappingProxyType(
     {
         "router": Subcommand("switchboard.cli.router"),
         "detok-router": Subcommand("switchboard.cli.detok_router"),
+        "gateway": Subcommand("switchboard.cli.gateway"),
         "engine": Subcommand("switchboard.engine.cli"),
         "engine-check": Subcommand("switchboard.engine_check.cli"),
         "detokenizer": Subcommand("switchboard.detokenizer.cli"),
@@ -57,6 +58,7 @@ SUBCOMMANDS: Final[Mapping[str, Subcommand]] = MappingProxyType(
         "bench": Subcommand("switchboard.cli.bench"),
         "models": Subcommand("switchboard.models.cli"),
         "vocab": Subcommand("switchboard.cli.vocab"),
+        "keys": Subcommand("switchboard.cli.keys"),
     }
 )
 

@@ -20,7 +20,7 @@ from switchboard.supervisor.backoff import RestartBackoff
 __all__ = ["Child", "ChildSpec", "ReadyCheck", "Role", "describe_exit"]
 
 #: What a child is; the stack starts roles in this order and stops them in reverse.
-Role = Literal["router", "detok-router", "detokenizer", "engine", "worker", "admin"]
+Role = Literal["router", "gateway", "detok-router", "detokenizer", "engine", "worker", "admin"]
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,11 @@ class ReadyCheck:
     ``control``: the control endpoint ``target`` answers ``status``. ``socket``: the
     socket file ``target`` is bound. ``engine``: the router holds a load snapshot.
     ``worker``: worker ``target`` is registered and admitting, and HTTP health is 200.
-    ``http``: ``GET target`` (a URL) answers 200.
+    ``http``: ``GET target`` (a URL) answers 200. ``tcp``: something accepts TCP
+    connections at ``target`` (``tcp://HOST:PORT``).
     """
 
-    kind: Literal["control", "socket", "engine", "worker", "http"]
+    kind: Literal["control", "socket", "engine", "worker", "http", "tcp"]
     target: str = ""
 
 

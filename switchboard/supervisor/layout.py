@@ -34,6 +34,7 @@ from switchboard.supervisor.engine_settings import (
     served_model_name,
     served_tokenizer,
 )
+from switchboard.supervisor.gateway_settings import gateway_flags
 from switchboard.supervisor.http_limits import http_limit_flags
 from switchboard.supervisor.metrics_dir import MULTIPROC_ENV
 from switchboard.supervisor.request_caps import request_cap_flags
@@ -54,6 +55,7 @@ __all__ = [
 #: Stopping goes the other way: the admin app first, the router last.
 ROLE_ORDER: tuple[Role, ...] = (
     "router",
+    "gateway",
     "detok-router",
     "detokenizer",
     "engine",
@@ -64,7 +66,7 @@ ROLE_ORDER: tuple[Role, ...] = (
 #: router and starts alongside the detokenizer router.
 START_GROUPS: tuple[tuple[Role, ...], ...] = (
     ("router",),
-    ("detok-router", "admin"),
+    ("detok-router", "admin", "gateway"),
     ("detokenizer",),
     ("engine",),
     ("worker",),
@@ -193,6 +195,17 @@ def stack_layout(
             socket_files=(_ipc_file(detok.inbound), _ipc_file(detok.control)),
         ),
     ]
+    if settings.gateway_listen is not None:
+        specs.append(
+            ChildSpec(
+                name="gateway",
+                role="gateway",
+                argv=_switchboard(
+                    "gateway", *common, *gateway_flags(settings, allow_remote=settings.allow_remote)
+                ),
+                ready=ReadyCheck("tcp", settings.gateway_listen),
+            )
+        )
     for index, endpoint in enumerate(detok.detokenizers):
         argv = _switchboard(
             "detokenizer",

@@ -7,6 +7,7 @@ files, the workers' ``/health``), never a log line or a fixed delay.
 from __future__ import annotations
 
 import logging
+import socket
 import stat
 import time
 from collections.abc import Callable, Sequence
@@ -65,6 +66,7 @@ class Probes:
             "engine": self.engine_reporting,
             "worker": self.worker_serving,
             "http": self.http_ok,
+            "tcp": self.tcp_listening,
         }
 
     def ready(self, check: ReadyCheck) -> bool:
@@ -105,6 +107,15 @@ class Probes:
         try:
             return stat.S_ISSOCK(Path(path).lstat().st_mode)
         except FileNotFoundError:
+            return False
+
+    def tcp_listening(self, endpoint: str) -> bool:
+        """Something accepts a TCP connection at ``endpoint`` (``tcp://HOST:PORT``)."""
+        host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), _PROBE_TIMEOUT_S):
+                return True
+        except (OSError, ValueError):
             return False
 
     def engine_reporting(self, _: str = "") -> bool:

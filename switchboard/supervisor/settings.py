@@ -47,9 +47,10 @@ from app.tokens import (
     parse_tokens,
     short_tokens,
 )
-from router_core.endpoints import OutputsVia, is_loopback_host, parse_outputs_via
+from router_core.endpoints import OutputsVia, check_endpoint, is_loopback_host, parse_outputs_via
 from router_core.worker_link.settings import WorkerLinkSettings
 from switchboard.supervisor.engine_settings import EngineSettings
+from switchboard.supervisor.gateway_settings import GatewayStackSettings
 from switchboard.supervisor.http_limits import HttpLimitSettings
 from switchboard.supervisor.request_caps import RequestCapSettings
 from switchboard.supervisor.sources import (
@@ -104,7 +105,7 @@ _LOWER_SOURCES: ContextVar[tuple[dict[str, Any], dict[str, Any]]] = ContextVar(
 )
 
 
-class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
+class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings, GatewayStackSettings):
     """Everything ``switchboard up`` needs to start, watch and stop one stack.
 
     A setting passed through to a child has that child's flag name (``step_time_s`` is
@@ -276,6 +277,8 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings):
                 f"host {self.host} is beyond loopback; pass --allow-remote "
                 "(SWITCHBOARD_ALLOW_REMOTE=1) to serve other machines"
             )
+        if self.gateway_listen is not None:
+            check_endpoint(self.gateway_listen, allow_remote=self.allow_remote)
         if self.admin_port == self.port:
             raise ValueError(f"admin_port and port are both {self.port}")
         if self.restart_backoff_max_s < self.restart_backoff_initial_s:

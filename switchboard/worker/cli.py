@@ -7,6 +7,7 @@ link's endpoints default to the run directory's layout.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from router_core import tracing
@@ -65,10 +66,27 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--workers-endpoint", help="the router's workers PULL (default: in --run-dir)"
     )
+    parser.add_argument(
+        "--gateway",
+        help="tcp://HOST:PORT of the control host's worker gateway: this worker runs on a "
+        "host of its own and connects only there, with CURVE (needs --curve-key-pair, "
+        "--gateway-public-key and --key-file; default: none, the router is on this host)",
+    )
+    parser.add_argument(
+        "--curve-key-pair",
+        type=Path,
+        help="this host's .secret file (switchboard keys generate; default: none)",
+    )
+    parser.add_argument(
+        "--gateway-public-key", type=Path, help="the control host's .public file (default: none)"
+    )
 
 
-def settings(args: argparse.Namespace) -> WorkerSettings:
-    """The worker ``args`` describe; :class:`UsageError` for a bad setting."""
+def _endpoints(args: argparse.Namespace) -> dict[str, Any]:
+    """The link's address and endpoints: the run dir's, the flags', or (``--gateway``)
+    the gateway's, the address under the prefix the gateway names."""
+    if args.gateway:
+        return _through_gateway(args)
     directory = run_dir(args)
     if directory is None and not (
         args.address and args.requests_endpoint and args.workers_endpoint
@@ -77,15 +95,50 @@ def settings(args: argparse.Namespace) -> WorkerSettings:
             "give --run-dir, or all of --address, --requests-endpoint and --workers-endpoint"
         )
     router = RouterEndpoints.in_run_dir(directory) if directory else None
+    return {
+        "address": args.address or worker_address(directory or "", args.worker_id),
+        "requests_endpoint": args.requests_endpoint or (router.requests if router else ""),
+        "workers_endpoint": args.workers_endpoint or (router.workers if router else ""),
+        "key": stack_key(args, directory),
+    }
+
+
+def _through_gateway(args: argparse.Namespace) -> dict[str, Any]:
+    from router_core.credentials import KeyFileError
+    from router_core.curve import ClientKeys, read_public_key
+    from router_core.curve_files import read_key_pair
+    from router_core.worker_gateway import requests_listen_for
+    from router_core.worker_gateway.client import GatewayUnavailable, ask_prefix
+    from router_core.worker_gateway.frames import address_for
+
+    if not (args.curve_key_pair and args.gateway_public_key and args.key_file):
+        raise UsageError("--gateway needs --curve-key-pair, --gateway-public-key and --key-file")
+    try:
+        keys = ClientKeys(
+            read_key_pair(args.curve_key_pair), read_public_key(args.gateway_public_key)
+        )
+        requests_endpoint = requests_listen_for(args.gateway)
+        prefix = ask_prefix(args.gateway, keys)
+    except (KeyFileError, ValueError, GatewayUnavailable) as exc:
+        raise UsageError(str(exc)) from exc
+    return {
+        "address": address_for(prefix, args.worker_id),
+        "requests_endpoint": requests_endpoint,
+        "workers_endpoint": args.gateway,
+        "key": stack_key(args, None),
+        "curve": keys,
+    }
+
+
+def settings(args: argparse.Namespace) -> WorkerSettings:
+    """The worker ``args`` describe; :class:`UsageError` for a bad setting. With
+    ``--gateway`` this asks the gateway for the return-address prefix (up to 10 s)."""
     try:
         check_worker_id(args.worker_id)
         link = WorkerLinkSettings(
-            address=args.address or worker_address(directory or "", args.worker_id),
-            requests_endpoint=args.requests_endpoint or (router.requests if router else ""),
-            workers_endpoint=args.workers_endpoint or (router.workers if router else ""),
+            **_endpoints(args),
             hwm=args.hwm,
             allow_remote=args.allow_remote,
-            key=stack_key(args, directory),
             **settings_values(args, WorkerLinkSettings),
         )
         return WorkerSettings(

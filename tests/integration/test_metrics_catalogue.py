@@ -25,6 +25,7 @@ from router_core.wire.codec import frame_batch
 from router_core.wire.outputs import BatchStrOutput
 from tests.fault.harness.procfs import children_by_role
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
+from tests.integration.harness.curve_keys import free_gateway_listen, gateway_keys
 from tests.integration.harness.polling import wait_until
 from tests.integration.harness.scrape import families, generate, samples, scrape, some_load
 from tests.support.zmq_context import bounded_context
@@ -59,8 +60,12 @@ def reject_and_drop(run_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminStack]:
-    """A stack whose outputs go through the router, with every family exercised."""
-    with admin_stack(tmp_path_factory, extra_args=("--outputs-via", "router")) as running:
+    """A stack whose outputs go through the router, with a worker gateway, with every
+    family exercised."""
+    keys = gateway_keys(tmp_path_factory.mktemp("keys"))
+    listen = free_gateway_listen()
+    extra = ("--outputs-via", "router", *keys.stack_args(listen))
+    with admin_stack(tmp_path_factory, extra_args=extra) as running:
         some_load(running)
         with running.client() as client:
             paused = client.post("/api/pause", json={"mode": "abort", "timeout_s": 5})

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from switchboard.supervisor.admin import admin_access
 from switchboard.supervisor.layout import START_GROUPS, admin_url, child_environment, stack_layout
-from switchboard.supervisor.settings import load_settings
+from switchboard.supervisor.settings import SettingsError, load_settings
 
 
 class TestLayout:
@@ -104,7 +106,7 @@ class TestAdminChild:
         assert START_GROUPS[0] == ("router",) and "admin" in START_GROUPS[1]
         roles = [role for group in START_GROUPS for role in group]
         assert sorted(roles) == sorted(
-            ["router", "detok-router", "admin", "detokenizer", "engine", "worker"]
+            ["router", "gateway", "detok-router", "admin", "detokenizer", "engine", "worker"]
         )
 
     def test_wildcard_host_shows_loopback(self) -> None:
@@ -117,3 +119,38 @@ class TestAdminChild:
             }
         )
         assert admin_url(settings) == "http://127.0.0.1:8001"
+
+
+class TestGatewayChild:
+    def test_none_without_gateway_listen(self, tmp_path: Path) -> None:
+        """A one-host stack has no gateway."""
+        assert "gateway" not in {spec.role for spec in stack_layout(load_settings({}), tmp_path, 1)}
+
+    def test_gateway_after_the_router_with_its_keys(self, tmp_path: Path) -> None:
+        """With gateway_listen the gateway starts once the router is ready, with its keys,
+        ready when its port accepts connections."""
+        settings = load_settings(
+            {
+                "gateway_listen": "tcp://127.0.0.1:7100",
+                "curve_key_pair": tmp_path / "control.secret",
+                "authorised_keys": tmp_path / "authorised",
+            }
+        )
+        gateway = {spec.role: spec for spec in stack_layout(settings, tmp_path, 1)}["gateway"]
+        argv = list(gateway.argv)
+        assert argv[argv.index("--listen") + 1] == "tcp://127.0.0.1:7100"
+        assert argv[argv.index("--curve-key-pair") + 1] == str(tmp_path / "control.secret")
+        assert argv[argv.index("--authorised-keys") + 1] == str(tmp_path / "authorised")
+        assert "--allow-remote" not in argv
+        assert (gateway.ready.kind, gateway.ready.target) == ("tcp", "tcp://127.0.0.1:7100")
+        assert "gateway" in START_GROUPS[1]
+
+    def test_refusals(self, tmp_path: Path) -> None:
+        """No keys, a non-tcp endpoint, or a host beyond loopback without allow_remote."""
+        keys = {"curve_key_pair": tmp_path / "k", "authorised_keys": tmp_path / "a"}
+        with pytest.raises(SettingsError, match="needs curve_key_pair and authorised_keys"):
+            load_settings({"gateway_listen": "tcp://127.0.0.1:7100"})
+        with pytest.raises(SettingsError, match="tcp://HOST:PORT"):
+            load_settings({"gateway_listen": "ipc:///x", **keys})
+        with pytest.raises(SettingsError, match=r"allow-remote|allow_remote|loopback"):
+            load_settings({"gateway_listen": "tcp://169.254.10.1:7100", **keys})
