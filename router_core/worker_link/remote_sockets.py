@@ -144,6 +144,15 @@ class RemoteLinkSockets:
         message = [verbs.HELLO, self._settings.address.encode()]
         if not send_frames(self._sockets["control"], message):
             self._counters.add("dropped", "gateway_hello")
+        self._rearm()
+
+    def _rearm(self) -> None:
+        """After a send on the DEALER it also reads from: ZMQ_FD is edge-triggered and a
+        send may take the edge of a message that arrived meanwhile, so look now."""
+        sock = self._sockets.get("control")
+        loop = self._loop
+        if loop is not None and sock is not None and int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            loop.call_soon(self._read_ready)
 
     # ------------------------------------------------------------------ outbound
 
@@ -160,6 +169,8 @@ class RemoteLinkSockets:
         sock = self._sockets.get(channel)
         message = frames if channel == "requests" else [verbs.UP, *frames]
         if sock is not None and send_frames(sock, message):
+            if channel == "control":
+                self._rearm()
             if sent is not None:
                 self._counters.add(*sent)
             return True
