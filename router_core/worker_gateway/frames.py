@@ -1,7 +1,7 @@
 """The gateway's own frames: what a remote worker and the worker gateway say to each other.
 
 A worker on another host opens two CURVE connections to the control host's gateway and
-nothing else (docs/protocol.md section 10):
+nothing else (docs/protocol.md section 12):
 
 * **control** — a DEALER, its routing id the worker id, to the gateway's ROUTER. Every
   message starts with one verb frame:
