@@ -16,6 +16,7 @@ message that connection delivers (the ``User-Id`` frame property).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Final
 
@@ -33,6 +34,9 @@ _VERSION: Final = b"1.0"
 #: Requests answered per call of :meth:`ZapHandler.handle_ready`, so a flood of
 #: handshakes cannot hold a loop.
 _BUDGET: Final = 64
+#: A refusal is logged once per peer address and reason this often.
+LOG_EVERY_S: Final = 10.0
+_MAX_LOGGED: Final = 1024
 
 
 def zap_reply(request: Sequence[bytes], keys: AuthorisedKeys) -> tuple[list[bytes], str]:
@@ -61,8 +65,8 @@ class ZapHandler:
 
     :meth:`open` binds the handler socket (``zmq.ZMQError`` if the context has one
     already); the owner polls :attr:`socket` and calls :meth:`handle_ready` when it is
-    readable; :meth:`close` closes it. A refusal is logged with the peer's address, never
-    with its key material.
+    readable; :meth:`close` closes it. A refusal is logged with the peer's address (once
+    per address and reason every 10 s), never with its key material.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class ZapHandler:
         self._keys = keys
         self._counters = counters
         self._socket: zmq.Socket[bytes] | None = None
+        self._logged: dict[tuple[str, str], float] = {}
 
     @property
     def socket(self) -> zmq.Socket[bytes]:
@@ -108,11 +113,23 @@ class ZapHandler:
             else:
                 self._counters.add("refused", verdict)
                 address = frames[5].decode("ascii", "replace") if len(frames) > 5 else "?"
-                logger.warning("CURVE handshake from %s refused: %s", address, verdict)
+                self._log_refusal(address, verdict)
             try:
                 sock.send_multipart([frames[0], b"", *reply], zmq.NOBLOCK)
             except zmq.Again:
                 self._counters.add("dropped", "zap_reply")
+
+    def _log_refusal(self, address: str, verdict: str) -> None:
+        """Log a refusal, at most once per address and reason every :data:`LOG_EVERY_S`
+        (a peer retrying its handshake must not flood the log; the counter counts all)."""
+        now = time.monotonic()
+        key = (address, verdict)
+        if now - self._logged.get(key, -LOG_EVERY_S) < LOG_EVERY_S:
+            return
+        if len(self._logged) >= _MAX_LOGGED:
+            self._logged.clear()
+        self._logged[key] = now
+        logger.warning("CURVE handshake from %s refused: %s", address, verdict)
 
     def close(self) -> None:
         """Close the handler socket; safe to call twice."""

@@ -32,7 +32,10 @@ if TYPE_CHECKING:
     from switchboard.text import TextCodec
     from switchboard.text.chat_template import ChatTemplate
 
-__all__ = ["add_parser", "chat_template", "run", "settings"]
+__all__ = ["GATEWAY_WAIT_S", "add_parser", "chat_template", "run", "settings"]
+
+#: How long a worker with --gateway waits at start for the gateway's answer.
+GATEWAY_WAIT_S = 10.0
 
 
 def add_parser(sub: Any) -> None:
@@ -118,7 +121,7 @@ def _through_gateway(args: argparse.Namespace) -> dict[str, Any]:
             read_key_pair(args.curve_key_pair), read_public_key(args.gateway_public_key)
         )
         requests_endpoint = requests_listen_for(args.gateway)
-        prefix = ask_prefix(args.gateway, keys)
+        prefix = ask_prefix(args.gateway, keys, GATEWAY_WAIT_S)
     except (KeyFileError, ValueError, GatewayUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     return {
