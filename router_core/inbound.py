@@ -8,6 +8,7 @@ with a reason, and the loop goes on. The worker link validates its inbound messa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -26,7 +27,9 @@ from router_core.transport import (
 )
 from router_core.wire import Header, WireError, decode_header, payload_frame_count
 
-__all__ = ["BUDGET", "BoundSockets", "FrameCount", "Handler", "accept", "drain"]
+__all__ = ["BUDGET", "BoundSockets", "FrameCount", "Handler", "accept", "drain", "read_waiting"]
+
+logger = logging.getLogger(__name__)
 
 #: Messages handled per socket per loop iteration, so one busy socket cannot starve the
 #: others (or the timers).
@@ -121,3 +124,33 @@ class BoundSockets(AbstractContextManager["BoundSockets"]):
         for sock, endpoint in self._opened:
             close_bound(sock, endpoint)
         self._opened.clear()
+
+
+def read_waiting(
+    sock: zmq.Socket[bytes],
+    apply: Callable[[list[FrameLike]], None],
+    counters: Counters,
+    max_frames: int = MAX_FRAMES,
+) -> bool:
+    """Receive and ``apply`` up to ``BUDGET`` messages from ``sock``, the reader of an
+    edge-triggered ZMQ_FD; True once it ran dry, False when the budget ran out first (the
+    caller reschedules). A message with too many frames is counted under ``rejected``, and
+    so is one ``apply`` fails on (``handler_error``): reading goes on either way."""
+    for _ in range(BUDGET):
+        try:
+            frames = recv_message(sock, max_frames)
+        except zmq.Again:
+            # Reading ZMQ_EVENTS re-arms the edge-triggered FD; a message that slipped
+            # in meanwhile would otherwise wait for the next one.
+            if not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                return True
+            continue
+        except MalformedMessage as exc:
+            counters.add("rejected", exc.reason)
+            continue
+        try:
+            apply(frames)
+        except Exception:  # never leave later messages unread behind one bad one
+            logger.exception("a message could not be applied")
+            counters.add("rejected", "handler_error")
+    return False

@@ -21,12 +21,10 @@ import zmq
 
 from router_core.counters import Counters
 from router_core.curve import ClientKeys
-from router_core.inbound import BUDGET, FrameCount, Handler, accept
+from router_core.inbound import FrameCount, Handler, accept, read_waiting
 from router_core.transport import (
     MAX_FRAMES,
     FrameLike,
-    MalformedMessage,
-    recv_message,
     send_frames,
 )
 from router_core.wire.codec import Frames
@@ -182,29 +180,16 @@ class RemoteLinkSockets:
 
     def _read_ready(self) -> None:
         sock = self._sockets.get("control")
-        if sock is None:
-            return
-        for _ in range(BUDGET):
-            try:
-                frames = recv_message(sock, MAX_FRAMES + 1)
-            except zmq.Again:
-                if not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-                    return
-                continue
-            except MalformedMessage as exc:
-                self._counters.add("rejected", exc.reason)
-                continue
-            verb = frames[0] if isinstance(frames[0], bytes) else frames[0].bytes
-            if verb == verbs.DOWN and len(frames) > 1:
-                try:
-                    accept(frames[1:], self._handle, self._counters, self._frame_count)
-                except Exception:  # never leave later messages unread behind one bad one
-                    logger.exception("worker link: a message could not be applied")
-                    self._counters.add("rejected", "handler_error")
-            else:
-                self._gateway_said(verb, frames[1:])
-        assert self._loop is not None
-        self._loop.call_soon(self._read_ready)
+        if sock is not None and not read_waiting(sock, self._apply, self._counters, MAX_FRAMES + 1):
+            assert self._loop is not None
+            self._loop.call_soon(self._read_ready)
+
+    def _apply(self, frames: list[FrameLike]) -> None:
+        verb = frames[0] if isinstance(frames[0], bytes) else frames[0].bytes
+        if verb == verbs.DOWN and len(frames) > 1:
+            accept(frames[1:], self._handle, self._counters, self._frame_count)
+        else:
+            self._gateway_said(verb, frames[1:])
 
     def _gateway_said(self, verb: bytes, rest: Sequence[FrameLike]) -> None:
         if verb == verbs.WHO:

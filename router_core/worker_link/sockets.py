@@ -17,13 +17,12 @@ from typing import Final
 import zmq
 
 from router_core.counters import Counters
-from router_core.inbound import BUDGET, FrameCount, Handler, accept
+from router_core.inbound import FrameCount, Handler, accept, read_waiting
 from router_core.transport import (
-    MalformedMessage,
+    FrameLike,
     bind,
     close_bound,
     connect,
-    recv_message,
     send_frames,
 )
 from router_core.wire.codec import Frames
@@ -149,31 +148,19 @@ class LinkSockets:
     # ------------------------------------------------------------------ inbound
 
     def _read_ready(self) -> None:
-        """Validate and apply up to ``BUDGET`` waiting messages; reschedule if more may be
-        waiting. A handler's failure is counted (``handler_error``) and reading goes on."""
+        """Validate and apply the waiting messages (:func:`read_waiting`); reschedule if
+        more may be waiting."""
         sock = self._inbox
         if sock is None:
             return
-        for _ in range(BUDGET):
-            try:
-                frames = recv_message(sock)
-            except zmq.Again:
-                # Reading ZMQ_EVENTS re-arms the edge-triggered FD; a message that slipped
-                # in meanwhile would otherwise wait for the next one.
-                if not int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-                    return
-                continue
-            except MalformedMessage as exc:
-                self._counters.add("rejected", exc.reason)
-                continue
-            try:
-                accept(frames, self._handle, self._counters, self._frame_count)
-            except Exception:  # never leave later messages unread behind one bad one
-                logger.exception("worker link: a message could not be applied")
-                self._counters.add("rejected", "handler_error")
-        # A flood: let the request handlers run, then carry on draining.
-        assert self._loop is not None
-        self._loop.call_soon(self._read_ready)
+
+        def apply(frames: list[FrameLike]) -> None:
+            accept(frames, self._handle, self._counters, self._frame_count)
+
+        if not read_waiting(sock, apply, self._counters):
+            # A flood: let the request handlers run, then carry on draining.
+            assert self._loop is not None
+            self._loop.call_soon(self._read_ready)
 
 
 def link_sockets(
