@@ -65,7 +65,13 @@ class TestCounterExport:
         assert exported("rejected", "test-names") == {"bad_payload": 1.0}
         with pytest.raises(ValueError, match="cannot export"):
             CounterExport("test-names", ("sent",))
-        assert set(EXPORTED) == {"dropped", "rejected", "lost_requests", "resent_requests"}
+        assert set(EXPORTED) == {
+            "dropped",
+            "rejected",
+            "lost_requests",
+            "resent_requests",
+            "refused",
+        }
 
     def test_lost_requests_are_exported_by_cause(self, multiproc_env: Path) -> None:
         """A worker's lost requests reach their family with the cause as the reason."""
