@@ -14,6 +14,8 @@ __all__ = [
     "MAX_BARRIER_TIMEOUT_S",
     "MAX_FRAME_BYTES",
     "MAX_RID_CHARS",
+    "ZMTP_HEARTBEAT_IVL_MS",
+    "ZMTP_HEARTBEAT_TIMEOUT_MS",
 ]
 
 #: High-water mark for every socket Switchboard creates: finite, so memory is bounded.
@@ -34,3 +36,8 @@ DEFAULT_BARRIER_TIMEOUT_S: Final = 5.0
 #: The longest request id (``rid``) a worker accepts from a client, and so the longest an
 #: operator's abort may name.
 MAX_RID_CHARS: Final = 256
+#: ZMTP heartbeats on connections between hosts (the worker gateway's and the remote
+#: workers'), so a connection whose network went away is dropped within seconds, not
+#: after TCP's own minutes.
+ZMTP_HEARTBEAT_IVL_MS: Final = 1000
+ZMTP_HEARTBEAT_TIMEOUT_MS: Final = 3000

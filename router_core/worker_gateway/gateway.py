@@ -31,6 +31,7 @@ from router_core.counters import Counters
 from router_core.curve import AuthorisedKeys
 from router_core.curve_files import read_key_pair
 from router_core.inbound import BUDGET
+from router_core.limits import ZMTP_HEARTBEAT_IVL_MS, ZMTP_HEARTBEAT_TIMEOUT_MS
 from router_core.loop import LoopResources, PollLoop
 from router_core.transport import (
     MAX_FRAMES,
@@ -64,6 +65,7 @@ logger = logging.getLogger(__name__)
 _RETRY_S: Final = 0.005
 #: How often idle peers are looked for.
 _SWEEP_S: Final = 1.0
+_UP_LINGER_MS: Final = 500
 
 
 @dataclass(slots=True)
@@ -129,6 +131,10 @@ class WorkerGateway:
 
         def make_curve(sock: zmq.Socket[bytes]) -> None:
             curve_server(sock, pair)
+            # ZMTP heartbeats: a remote connection whose network went away is dropped in
+            # seconds, so what is meant for it is refused (peer_gone) rather than queued.
+            sock.setsockopt(zmq.HEARTBEAT_IVL, ZMTP_HEARTBEAT_IVL_MS)
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ZMTP_HEARTBEAT_TIMEOUT_MS)
             if sock.socket_type == zmq.ROUTER:
                 # A full or gone remote worker must be seen (EAGAIN, EHOSTUNREACH).
                 sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -161,7 +167,8 @@ class WorkerGateway:
             finally:
                 self._close_returns()
                 for sock in self._up.values():
-                    sock.close(linger=0)
+                    # A last deregistration forwarded while stopping still reaches the router.
+                    sock.close(linger=_UP_LINGER_MS)
                 self._up.clear()
                 zap.close()
 

@@ -22,6 +22,7 @@ import zmq
 from router_core.counters import Counters
 from router_core.curve import ClientKeys
 from router_core.inbound import FrameCount, Handler, accept, read_waiting
+from router_core.limits import ZMTP_HEARTBEAT_IVL_MS, ZMTP_HEARTBEAT_TIMEOUT_MS
 from router_core.transport import (
     MAX_FRAMES,
     FrameLike,
@@ -34,14 +35,10 @@ from router_core.worker_link.outcomes import Count
 from router_core.worker_link.settings import WorkerLinkSettings
 from router_core.zap import curve_client
 
-__all__ = ["HEARTBEAT_IVL_MS", "HEARTBEAT_TIMEOUT_MS", "RemoteLinkSockets"]
+__all__ = ["RemoteLinkSockets"]
 
 logger = logging.getLogger(__name__)
 
-#: ZMTP heartbeats on both connections, so a connection whose network went away is seen
-#: as gone (and reconnected) within seconds, not after TCP's own minutes.
-HEARTBEAT_IVL_MS: Final = 1000
-HEARTBEAT_TIMEOUT_MS: Final = 3000
 _LINGER_MS: Final = 1000
 
 
@@ -112,8 +109,8 @@ class RemoteLinkSockets:
             sock.setsockopt(zmq.RCVHWM, self._settings.hwm)
             sock.setsockopt(zmq.LINGER, _LINGER_MS)
             sock.setsockopt(zmq.IMMEDIATE, int(immediate))
-            sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
-            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+            sock.setsockopt(zmq.HEARTBEAT_IVL, ZMTP_HEARTBEAT_IVL_MS)
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ZMTP_HEARTBEAT_TIMEOUT_MS)
             if socket_type == zmq.DEALER:
                 sock.setsockopt(zmq.ROUTING_ID, self._routing_id)
             curve_client(sock, self._keys)
