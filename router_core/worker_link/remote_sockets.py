@@ -22,7 +22,7 @@ import zmq
 from router_core.counters import Counters
 from router_core.curve import ClientKeys
 from router_core.inbound import FrameCount, Handler, accept, read_waiting
-from router_core.limits import ZMTP_HEARTBEAT_IVL_MS, ZMTP_HEARTBEAT_TIMEOUT_MS
+from router_core.limits import MAX_FRAME_BYTES, ZMTP_HEARTBEAT_IVL_MS, ZMTP_HEARTBEAT_TIMEOUT_MS
 from router_core.transport import (
     MAX_FRAMES,
     FrameLike,
@@ -109,6 +109,7 @@ class RemoteLinkSockets:
             sock.setsockopt(zmq.RCVHWM, self._settings.hwm)
             sock.setsockopt(zmq.LINGER, _LINGER_MS)
             sock.setsockopt(zmq.IMMEDIATE, int(immediate))
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
             sock.setsockopt(zmq.HEARTBEAT_IVL, ZMTP_HEARTBEAT_IVL_MS)
             sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ZMTP_HEARTBEAT_TIMEOUT_MS)
             if socket_type == zmq.DEALER:
