@@ -45,7 +45,6 @@ __all__ = [
     "PREFIX",
     "REFUSED",
     "UP",
-    "VERBS",
     "WELCOME",
     "WHO",
     "address_for",
@@ -60,7 +59,6 @@ REFUSED: Final = b"REFUSED"
 WHO: Final = b"WHO"
 UP: Final = b"UP"
 DOWN: Final = b"DOWN"
-VERBS: Final = frozenset({INFO, PREFIX, HELLO, WELCOME, REFUSED, WHO, UP, DOWN})
 
 
 def address_for(prefix: str, worker_id: str) -> str:

@@ -84,7 +84,8 @@ class _Held:
 
     requests: Sequence[FrameLike] | None = None
     control: Sequence[FrameLike] | None = None
-    returns: set[str] = field(default_factory=set)
+    #: Remote workers whose connection was full, by worker id.
+    returns: dict[str, _Return] = field(default_factory=dict)
 
 
 class WorkerGateway:
@@ -158,7 +159,7 @@ class WorkerGateway:
                 )
                 self._loop.watch(
                     requests_in,
-                    lambda: self._read_requests(requests_in),
+                    lambda: self._receive(requests_in, self._send_up_request),
                     gate=lambda: self._held.requests is None,
                 )
                 if ready is not None:
@@ -174,7 +175,9 @@ class WorkerGateway:
 
     # ------------------------------------------------------------------ upwards
 
-    def _read_requests(self, sock: zmq.Socket[bytes]) -> None:
+    def _receive(self, sock: zmq.Socket[bytes], forward: Callable[[list[FrameLike]], bool]) -> None:
+        """Hand up to one budget of waiting messages to ``forward``, counting malformed
+        ones; stop early when ``forward`` says it had to hold one (False)."""
         for _ in range(BUDGET):
             try:
                 frames = recv_message(sock)
@@ -183,10 +186,15 @@ class WorkerGateway:
             except MalformedMessage as exc:
                 self.counters.add("rejected", exc.reason)
                 continue
-            if not send_frames(self._up["requests"], frames):
-                self._held.requests = frames
+            if not forward(frames):
                 return
-            self.counters.add("forwarded", "requests")
+
+    def _send_up_request(self, frames: Sequence[FrameLike]) -> bool:
+        if not send_frames(self._up["requests"], frames):
+            self._held.requests = frames
+            return False
+        self.counters.add("forwarded", "requests")
+        return True
 
     def _read_control(self) -> None:
         sock = self._control
@@ -243,7 +251,13 @@ class WorkerGateway:
             return
         entry = _Return(worker_id.encode(), address, sock)
         self._returns[worker_id] = entry
-        self._loop.watch(sock, lambda: self._read_return(entry), gate=lambda: entry.held is None)
+        self._loop.watch(
+            sock,
+            lambda: self._receive(
+                sock, lambda frames: self._send_down(entry, [entry.routing_id, verbs.DOWN, *frames])
+            ),
+            gate=lambda: entry.held is None,
+        )
         logger.info("gateway: speaking for remote worker %s", worker_id)
 
     def _forget(self, worker_id: str, reason: str) -> None:
@@ -252,7 +266,7 @@ class WorkerGateway:
             return
         if entry.held is not None:
             self.counters.add("dropped", reason)
-        self._held.returns.discard(entry.address)
+        self._held.returns.pop(worker_id, None)
         self._loop.unwatch(entry.sock)
         close_bound(entry.sock, entry.address)
         logger.info("gateway: forgot remote worker %s (%s)", worker_id, reason)
@@ -262,18 +276,6 @@ class WorkerGateway:
             self._forget(worker_id, "closed")
 
     # ------------------------------------------------------------------ downwards
-
-    def _read_return(self, entry: _Return) -> None:
-        for _ in range(BUDGET):
-            try:
-                frames = recv_message(entry.sock)
-            except zmq.Again:
-                return
-            except MalformedMessage as exc:
-                self.counters.add("rejected", exc.reason)
-                continue
-            if not self._send_down(entry, [entry.routing_id, verbs.DOWN, *frames]):
-                return
 
     def _send_down(self, entry: _Return, message: Sequence[FrameLike]) -> bool:
         """Send one message down; False (held) when the worker's connection is full."""
@@ -288,7 +290,7 @@ class WorkerGateway:
             self.counters.add("dropped", "peer_gone")
             return True
         entry.held = message
-        self._held.returns.add(entry.address)
+        self._held.returns[entry.routing_id.decode()] = entry
         return False
 
     # ------------------------------------------------------------------ timers
@@ -301,10 +303,9 @@ class WorkerGateway:
         if held.control is not None and send_frames(self._up["control"], held.control):
             held.control = None
             self.counters.add("forwarded", "control")
-        if held.returns:
-            for entry in list(self._returns.values()):
-                if entry.held is not None and self._send_down(entry, entry.held):
-                    held.returns.discard(entry.address)
+        for worker_id, entry in list(held.returns.items()):
+            if entry.held is None or self._send_down(entry, entry.held):
+                del held.returns[worker_id]
         if now >= self._next_sweep:
             self._next_sweep = now + _SWEEP_S
             self._apply(self.core.on_tick(now))

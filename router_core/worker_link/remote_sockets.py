@@ -32,6 +32,7 @@ from router_core.wire.codec import Frames
 from router_core.worker_gateway import frames as verbs
 from router_core.worker_link.effects import Channel
 from router_core.worker_link.outcomes import Count
+from router_core.worker_link.sending import send_counted
 from router_core.worker_link.settings import WorkerLinkSettings
 from router_core.zap import curve_client
 
@@ -162,17 +163,11 @@ class RemoteLinkSockets:
     ) -> bool:
         """Send one message on ``channel`` without blocking; True if ZeroMQ took it
         (the contract of :meth:`~.sockets.LinkSockets.send`)."""
-        sock = self._sockets.get(channel)
         message = frames if channel == "requests" else [verbs.UP, *frames]
-        if sock is not None and send_frames(sock, message):
-            if channel == "control":
-                self._rearm()
-            if sent is not None:
-                self._counters.add(*sent)
-            return True
-        if unsent is not None:
-            self._counters.add(*unsent)
-        return False
+        took = send_counted(self._sockets.get(channel), message, self._counters, sent, unsent)
+        if took and channel == "control":
+            self._rearm()
+        return took
 
     # ------------------------------------------------------------------ inbound
 

@@ -23,13 +23,13 @@ from router_core.transport import (
     bind,
     close_bound,
     connect,
-    send_frames,
 )
 from router_core.wire.codec import Frames
 from router_core.worker_link.dispatch import worker_frame_count
 from router_core.worker_link.effects import Channel
 from router_core.worker_link.outcomes import Count
 from router_core.worker_link.remote_sockets import RemoteLinkSockets
+from router_core.worker_link.sending import send_counted
 from router_core.worker_link.settings import WorkerLinkSettings
 
 __all__ = ["Channel", "LinkSockets", "link_sockets"]
@@ -136,14 +136,7 @@ class LinkSockets:
         ``sent`` is counted when it left, ``unsent`` when the router could not take it now
         (its queue is full or not connected) or the link is closed.
         """
-        sock = self._pushes.get(channel)
-        if sock is not None and send_frames(sock, frames):
-            if sent is not None:
-                self._counters.add(*sent)
-            return True
-        if unsent is not None:
-            self._counters.add(*unsent)
-        return False
+        return send_counted(self._pushes.get(channel), frames, self._counters, sent, unsent)
 
     # ------------------------------------------------------------------ inbound
 
