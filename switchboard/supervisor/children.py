@@ -31,10 +31,11 @@ class ReadyCheck:
     socket file ``target`` is bound. ``engine``: the router holds a load snapshot.
     ``worker``: worker ``target`` is registered and admitting, and HTTP health is 200.
     ``http``: ``GET target`` (a URL) answers 200. ``tcp``: something accepts TCP
-    connections at ``target`` (``tcp://HOST:PORT``).
+    connections at ``target`` (``tcp://HOST:PORT``). ``worker-http``: worker ``target``
+    has answered 200 to ``/health`` itself (a worker host, which cannot see the router).
     """
 
-    kind: Literal["control", "socket", "engine", "worker", "http", "tcp"]
+    kind: Literal["control", "socket", "engine", "worker", "worker-http", "http", "tcp"]
     target: str = ""
 
 

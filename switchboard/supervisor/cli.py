@@ -220,7 +220,7 @@ def _supervise(settings: StackSettings, on_serving: Callable[[str], None] | None
         # The readiness probes poll /health; one log line per probe is noise.
         logging.getLogger("httpx").setLevel(max(logging.WARNING, settings.log_level_number()))
         tokenizer = preflight(settings)
-        run_dir = RunDirectory(settings.run_dir)
+        run_dir = RunDirectory(settings.run_dir, settings.stack_key_file)
         run_dir.open()
     except SettingsError as exc:
         print(f"switchboard up: {exc}", file=sys.stderr)

@@ -21,6 +21,7 @@ from router_core.endpoints import (
     check_endpoint,
     worker_address,
 )
+from switchboard.supervisor.child_env import OTLP_ENDPOINT_ENV, child_environment
 from switchboard.supervisor.children import ChildSpec, ReadyCheck, Role
 from switchboard.supervisor.engine_command import (
     VOCAB_FILE,
@@ -34,11 +35,10 @@ from switchboard.supervisor.engine_settings import (
     served_model_name,
     served_tokenizer,
 )
-from switchboard.supervisor.gateway_settings import gateway_flags
+from switchboard.supervisor.gateway_settings import gateway_flags, worker_id_prefix
 from switchboard.supervisor.http_limits import http_limit_flags
-from switchboard.supervisor.metrics_dir import MULTIPROC_ENV
 from switchboard.supervisor.request_caps import request_cap_flags
-from switchboard.supervisor.settings import ENV_PREFIX, FOREIGN_ENV, StackSettings
+from switchboard.supervisor.settings import StackSettings
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = [
@@ -73,9 +73,9 @@ START_GROUPS: tuple[tuple[Role, ...], ...] = (
 )
 
 
-def worker_ids(count: int) -> list[str]:
-    """``w0`` .. ``w{count-1}``."""
-    return [f"w{index}" for index in range(count)]
+def worker_ids(count: int, prefix: str = "w") -> list[str]:
+    """``w0`` .. ``w{count-1}`` (``prefix`` instead of ``w``)."""
+    return [f"{prefix}{index}" for index in range(count)]
 
 
 def _ipc_file(endpoint: str) -> Path:
@@ -156,14 +156,15 @@ def stack_layout(
     """Every child of the stack, in start order (:data:`START_GROUPS`).
 
     ``admin_env`` is added to the admin app's environment: its token lists. ``key`` is
-    the stack key, which an engine command gets in its environment.
+    the stack key, which an engine command gets in its environment. Role ``control``
+    has no HTTP workers; role ``workers`` has nothing else.
     """
     common: tuple[str, ...] = ("--run-dir", str(run_dir), "--parent-pid", str(parent_pid))
     common += ("--log-level", settings.log_level)
+    if settings.role == "workers":
+        return _worker_specs(settings, run_dir, common)
     served = served_tokenizer(settings)
     tokenizer = ("--tokenizer", str(served)) if served else ()
-    template = settings.chat_template
-    chat_template = ("--chat-template", str(template)) if template else ()
     router = RouterEndpoints.in_run_dir(run_dir)
     detok = DetokenizerRouterEndpoints.in_run_dir(run_dir, settings.detokenizers)
     count = str(settings.detokenizers)
@@ -224,9 +225,62 @@ def stack_layout(
             )
         )
     specs.append(_engine_spec(settings, run_dir, parent_pid, common, key))
+    if settings.role != "control":
+        specs += _worker_specs(settings, run_dir, common)
+    specs.append(_admin_spec(settings, detok, common, admin_env))
+    return specs
+
+
+def _admin_spec(
+    settings: StackSettings,
+    detok: DetokenizerRouterEndpoints,
+    common: tuple[str, ...],
+    admin_env: Mapping[str, str] | None,
+) -> ChildSpec:
+    remote = ("--allow-remote",) if settings.allow_remote else ()
+    audit = (
+        () if settings.admin_audit_log is None else ("--audit-log", str(settings.admin_audit_log))
+    )
+    return ChildSpec(
+        name="admin",
+        role="admin",
+        argv=_switchboard(
+            "admin",
+            *common,
+            *("--host", settings.host, "--port", str(settings.admin_port)),
+            *("--detok-control-endpoint", detok.control),
+            *http_limit_flags(settings, admin=True),
+            *audit,
+            *remote,
+        ),
+        ready=ReadyCheck("http", f"{admin_url(settings)}/healthz"),
+        env=dict(admin_env or {}),
+    )
+
+
+def _worker_specs(
+    settings: StackSettings, run_dir: Path, common: tuple[str, ...]
+) -> list[ChildSpec]:
+    """The HTTP workers: on this host's router, or (role workers) behind the control
+    host's gateway, where each is ready once it answers ``/health`` itself."""
+    served = served_tokenizer(settings)
+    template = settings.chat_template
     remote = ("--allow-remote",) if settings.allow_remote else ()
     model_name = served_model_name(settings, settings.model_name, WorkerSettings.model_name)
-    for worker_id in worker_ids(settings.workers):
+    on_worker_host = settings.role == "workers"
+    if on_worker_host:
+        assert settings.control is not None  # the settings require it for role workers
+        link: tuple[str, ...] = (
+            *("--gateway", settings.control),
+            *("--curve-key-pair", str(settings.curve_key_pair)),
+            *("--gateway-public-key", str(settings.gateway_public_key)),
+            *("--key-file", str(run_dir / KEY_FILE)),
+        )
+        admin = settings.control_admin_url or ""
+    else:
+        link, admin = (), admin_url(settings)
+    specs = []
+    for worker_id in worker_ids(settings.workers, worker_id_prefix(settings)):
         argv = _switchboard(
             "worker",
             *common,
@@ -236,80 +290,26 @@ def stack_layout(
             *("--idle-timeout-s", repr(settings.idle_timeout_s)),
             *("--pause-wait-s", repr(settings.pause_wait_s)),
             *("--upstream-grace-s", repr(settings.upstream_grace_s)),
-            *("--admin-url", admin_url(settings)),
+            *(("--admin-url", admin) if admin else ()),
             *http_limit_flags(settings, admin=False),
             *request_cap_flags(settings),
-            *tokenizer,
-            *chat_template,
+            *(("--tokenizer", str(served)) if served else ()),
+            *(("--chat-template", str(template)) if template else ()),
             *remote,
+            *link,
         )
         specs.append(
             ChildSpec(
                 name=f"worker-{worker_id}",
                 role="worker",
                 argv=argv,
-                ready=ReadyCheck("worker", worker_id),
-                socket_files=(_ipc_file(worker_address(run_dir, worker_id)),),
+                ready=ReadyCheck("worker-http", worker_id)
+                if on_worker_host
+                else ReadyCheck("worker", worker_id),
+                socket_files=()
+                if on_worker_host
+                else (_ipc_file(worker_address(run_dir, worker_id)),),
                 worker_id=worker_id,
             )
         )
-    audit = (
-        () if settings.admin_audit_log is None else ("--audit-log", str(settings.admin_audit_log))
-    )
-    specs.append(
-        ChildSpec(
-            name="admin",
-            role="admin",
-            argv=_switchboard(
-                "admin",
-                *common,
-                *("--host", settings.host, "--port", str(settings.admin_port)),
-                *("--detok-control-endpoint", detok.control),
-                *http_limit_flags(settings, admin=True),
-                *audit,
-                *remote,
-            ),
-            ready=ReadyCheck("http", f"{admin_url(settings)}/healthz"),
-            env=dict(admin_env or {}),
-        )
-    )
     return specs
-
-
-#: The operator CLI's variables: accepted by ``up``, never handed to a child (no child
-#: needs an operator's token in its environment).
-OPERATOR_ENV = frozenset({"SWITCHBOARD_ADMIN_URL", "SWITCHBOARD_ADMIN_TOKEN"})
-
-
-#: Where ``otlp_endpoint`` goes: the OpenTelemetry SDK's standard variable.
-OTLP_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
-
-
-def child_environment(
-    environ: Mapping[str, str],
-    *,
-    metrics_dir: Path | None = None,
-    otlp_endpoint: str | None = None,
-) -> dict[str, str]:
-    """The children's environment: ours, minus the stack's own settings variables.
-
-    The children get every setting as a flag; a ``SWITCHBOARD_PORT`` left in their
-    environment could only be misread by a child's own settings. Output is unbuffered
-    so the children's log lines interleave with the supervisor's as they happen.
-    ``PROMETHEUS_MULTIPROC_DIR`` is ``metrics_dir``, or absent (metrics off) whatever
-    ours says; ``otlp_endpoint`` becomes ``OTEL_EXPORTER_OTLP_ENDPOINT``. Every other
-    ``OTEL_*`` variable (sampler, headers, ...) passes through as it is.
-    """
-    env = {
-        name: value
-        for name, value in environ.items()
-        if not name.upper().startswith(ENV_PREFIX)
-        or (name.upper() in FOREIGN_ENV and name.upper() not in OPERATOR_ENV)
-    }
-    env["PYTHONUNBUFFERED"] = "1"
-    env.pop(MULTIPROC_ENV, None)
-    if metrics_dir is not None:
-        env[MULTIPROC_ENV] = str(metrics_dir)
-    if otlp_endpoint is not None:
-        env[OTLP_ENDPOINT_ENV] = otlp_endpoint
-    return env

@@ -17,6 +17,7 @@ from pathlib import Path
 from router_core.audit import FILE_MODE as AUDIT_FILE_MODE
 from router_core.endpoints import RouterEndpoints
 from router_core.run_dir import RunDirError, check_private
+from router_core.worker_gateway import requests_listen_for
 from switchboard.supervisor.engine_command import command_words
 from switchboard.supervisor.engine_settings import served_tokenizer
 from switchboard.supervisor.rundir import MAX_IPC_PATH, socket_in_use
@@ -27,6 +28,7 @@ __all__ = [
     "check_audit_log",
     "check_chat_template",
     "check_engine_command",
+    "check_gateway_ports",
     "check_port_free",
     "check_run_dir",
     "check_tokenizer",
@@ -161,14 +163,29 @@ def check_engine_command(
         raise SettingsError(f"{where}: {program} not found on the PATH ({search})")
 
 
+def check_gateway_ports(settings: StackSettings) -> None:
+    """SettingsError unless the worker gateway's PORT and PORT+1 can be bound now."""
+    if settings.gateway_listen is None:
+        return
+    where = settings.origin("gateway_listen")
+    for endpoint in (settings.gateway_listen, requests_listen_for(settings.gateway_listen)):
+        host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
+        check_port_free(host, int(port), where=where, host_where=where)
+
+
 def preflight(settings: StackSettings) -> TextCodec:
     """Every check, cheapest first (the audit file last: it is created when it can be,
     and no other refusal should leave it behind); returns the loaded tokenizer."""
     check_run_dir(settings.run_dir, where=settings.origin("run_dir"))
     host = settings.origin("host")
-    check_port_free(settings.host, settings.port, where=settings.origin("port"), host_where=host)
-    admin_port = settings.origin("admin_port")
-    check_port_free(settings.host, settings.admin_port, where=admin_port, host_where=host)
+    if settings.role != "control":  # the HTTP workers' port
+        check_port_free(
+            settings.host, settings.port, where=settings.origin("port"), host_where=host
+        )
+    if settings.role != "workers":  # the admin app's port and the gateway's two
+        admin_port = settings.origin("admin_port")
+        check_port_free(settings.host, settings.admin_port, where=admin_port, host_where=host)
+        check_gateway_ports(settings)
     if settings.engine == "llama-cpp":
         # The model's vocabulary, loaded as the workers will: a file that is missing, not
         # GGUF, or of an architecture llama.cpp does not know fails here, in one line.
@@ -181,11 +198,12 @@ def preflight(settings: StackSettings) -> TextCodec:
         settings.chat_template,
         where=settings.origin("chat_template"),
     )
-    check_engine_command(
-        settings.engine_command,
-        settings.engine_cwd,
-        settings.engine_env or {},
-        where=settings.origin("engine_command"),
-    )
+    if settings.role != "workers":
+        check_engine_command(
+            settings.engine_command,
+            settings.engine_cwd,
+            settings.engine_env or {},
+            where=settings.origin("engine_command"),
+        )
     check_audit_log(settings.admin_audit_log, where=settings.origin("admin_audit_log"))
     return tokenizer

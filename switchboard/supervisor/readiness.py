@@ -23,6 +23,7 @@ from router_core.control.commands import STATUS as ROUTER_STATUS
 from router_core.control.replies import WorkerView
 from switchboard.supervisor.children import Child, ReadyCheck, describe_exit
 from switchboard.supervisor.layout import http_url
+from switchboard.worker.settings import WORKER_HEADER
 
 __all__ = ["Probes", "StartupAborted", "StartupFailed", "http_url", "wait_until_ready"]
 
@@ -34,6 +35,9 @@ log = logging.getLogger("switchboard.supervisor")
 #: How long one probe waits for an answer; the group deadline bounds the whole wait.
 _PROBE_TIMEOUT_S = 0.5
 _POLL_INTERVAL_S = 0.05
+#: Fresh connections one ``worker-http`` probe opens to find a worker (each lands on one
+#: of the workers sharing the port; the group's deadline bounds the whole search).
+_HEALTH_TRIES = 8
 #: Registry states of a worker that admits requests (or would, once continued).
 _ADMITTING = frozenset({"serving", "paused"})
 
@@ -60,11 +64,20 @@ class Probes:
         self._key = key
         self._clients: dict[str, ControlClient] = {}
         self._http = httpx.Client(timeout=_PROBE_TIMEOUT_S, trust_env=False)
+        #: A client that opens a new connection per request, to reach every worker.
+        self._fresh = httpx.Client(
+            timeout=_PROBE_TIMEOUT_S,
+            trust_env=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+        #: Workers that have answered ``/health`` with 200 (``worker-http``).
+        self._healthy: set[str] = set()
         self._table: dict[str, Callable[[str], bool]] = {
             "control": self.control_answers,
             "socket": self.socket_bound,
             "engine": self.engine_reporting,
             "worker": self.worker_serving,
+            "worker-http": self.worker_answers,
             "http": self.http_ok,
             "tcp": self.tcp_listening,
         }
@@ -140,6 +153,22 @@ class Probes:
             return False
         return self.http_healthy()
 
+    def worker_answers(self, worker_id: str) -> bool:
+        """Worker ``worker_id`` has answered ``/health`` with 200, itself (its
+        ``X-Switchboard-Worker`` header): a few fresh connections are tried, and what
+        any other worker answers is remembered for its own probe."""
+        for _ in range(_HEALTH_TRIES):
+            if worker_id in self._healthy:
+                return True
+            try:
+                response = self._fresh.get(f"{self.base_url}/health")
+            except httpx.HTTPError:
+                return False
+            answered = response.headers.get(WORKER_HEADER)
+            if response.status_code == 200 and answered:
+                self._healthy.add(answered)
+        return worker_id in self._healthy
+
     def http_healthy(self) -> bool:
         """``GET /health`` on the shared port answers 200 (any one worker answers)."""
         return self.http_ok(f"{self.base_url}/health")
@@ -156,6 +185,7 @@ class Probes:
             client.close()
         self._clients.clear()
         self._http.close()
+        self._fresh.close()
 
 
 def wait_until_ready(

@@ -3,7 +3,8 @@
 A given directory must be private (:func:`router_core.run_dir.check_private`: owned by
 this user, mode 0700, not a symbolic link); one that does not exist yet is created so.
 Each start of a stack writes a fresh stack key there (:data:`router_core.credentials.KEY_FILE`),
-so a key read from an earlier run is worth nothing, and removes it at the end.
+so a key read from an earlier run is worth nothing, and removes it at the end; a stack
+across hosts copies its shared key file there instead (``stack_key_file``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from router_core.credentials import KEY_FILE, new_secret
+from router_core.credentials import KEY_FILE, KeyFileError, new_secret, read_key
 from router_core.run_dir import RunDirError, make_private
 from switchboard.supervisor.leftovers import OWNER_FILE, PREFIX, owner_record, remove_stale
 from switchboard.supervisor.sources import SettingsError
 
-__all__ = ["MAX_IPC_PATH", "RunDirectory", "socket_in_use", "write_fresh_key"]
+__all__ = ["MAX_IPC_PATH", "RunDirectory", "socket_in_use", "write_fresh_key", "write_key"]
 
 log = logging.getLogger("switchboard.supervisor")
 
@@ -67,12 +68,17 @@ def _temporary_base() -> str | None:
 def write_fresh_key(path: Path) -> None:
     """Put a new stack key in ``path`` (mode 0600), replacing any older one in one step:
     a reader sees the old file or the new one, never a half-written key."""
+    write_key(path, new_secret(32))
+
+
+def write_key(path: Path, key: str) -> None:
+    """Put ``key`` in ``path`` (mode 0600) in one step, as :func:`write_fresh_key`."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.new")
     temporary.unlink(missing_ok=True)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(descriptor, "wb") as out:
-            out.write(f"{new_secret(32)}\n".encode())
+            out.write(f"{key}\n".encode())
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
@@ -92,8 +98,10 @@ class RunDirectory:
     itself.
     """
 
-    def __init__(self, given: Path | None) -> None:
+    def __init__(self, given: Path | None, key_source: Path | None = None) -> None:
         self.given = given
+        #: The shared key file copied in at :meth:`open` (None: a fresh key).
+        self.key_source = key_source
         self._path: Path | None = None
         self._created = False
 
@@ -117,7 +125,14 @@ class RunDirectory:
     def open(self) -> Path:
         """Create the directory (a fresh temporary one unless given) and its stack key;
         return its path. :class:`SettingsError` for a given directory that is not
-        private, ``OSError`` if it cannot be created."""
+        private or a ``key_source`` that is no usable key file, ``OSError`` if it cannot
+        be created."""
+        shared = None
+        if self.key_source is not None:
+            try:
+                shared = read_key(self.key_source)
+            except KeyFileError as exc:
+                raise SettingsError(f"stack_key_file: {exc}") from None
         if self.given is None:
             base = _temporary_base() or tempfile.gettempdir()
             remove_stale(Path(base), socket_in_use)
@@ -128,7 +143,10 @@ class RunDirectory:
                 path = make_private(self.given.expanduser()).resolve()
             except RunDirError as exc:
                 raise SettingsError(f"run_dir {self.given}: {exc}") from None
-        write_fresh_key(path / KEY_FILE)
+        if shared is None:
+            write_fresh_key(path / KEY_FILE)
+        else:
+            write_key(path / KEY_FILE, shared)
         self._path = path
         return path
 

@@ -277,13 +277,16 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings, Gatew
                 f"host {self.host} is beyond loopback; pass --allow-remote "
                 "(SWITCHBOARD_ALLOW_REMOTE=1) to serve other machines"
             )
-        if self.gateway_listen is not None:
-            check_endpoint(self.gateway_listen, allow_remote=self.allow_remote)
+        for endpoint in (self.gateway_listen, self.control):
+            if endpoint is not None:
+                check_endpoint(endpoint, allow_remote=self.allow_remote)
         if self.admin_port == self.port:
             raise ValueError(f"admin_port and port are both {self.port}")
         if self.restart_backoff_max_s < self.restart_backoff_initial_s:
             raise ValueError("restart_backoff_max_s is below restart_backoff_initial_s")
         tokens = self.admin_tokens()  # raises for a name or token given both roles
+        if self.role == "workers":
+            return self  # no admin app on a worker host: its tokens are the control host's
         if tokens.empty and not is_loopback_host(self.host):
             # A generated token would travel in a URL to a page served to other machines
             # over plain HTTP: beyond loopback, operators choose and configure tokens.

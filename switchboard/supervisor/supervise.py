@@ -132,7 +132,8 @@ class Supervisor:
                 )
                 self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
                 self._remove_state_files()  # a new stack starts from no one's state
-                if settings.engine == "command" and not self._write_vocab():
+                own_engine = settings.role != "workers"
+                if own_engine and settings.engine == "command" and not self._write_vocab():
                     return 1
                 router_control = RouterEndpoints.in_run_dir(path).control
                 probes = Probes(router_control, http_url(settings.host, settings.port), key)
@@ -179,35 +180,55 @@ class Supervisor:
             self.on_serving(line)
         self._watch()
         workers = [child for child in self.children if child.spec.role == "worker"]
-        router = next(child for child in self.children if child.spec.role == "router")
-        drain_workers(probes, workers, router, self.settings.drain_timeout_s, self._hurry.is_set)
+        router = next((child for child in self.children if child.spec.role == "router"), None)
+        if router is not None:
+            drain_workers(
+                probes, workers, router, self.settings.drain_timeout_s, self._hurry.is_set
+            )
+        # A worker host sees no router: each worker, on SIGTERM, takes no new request,
+        # deregisters and lets what it holds finish (graceful_timeout_s), by itself.
         return 0
 
     def serving_line(self) -> str:
         """The one line printed once the stack is ready (stdout only: with a generated
         admin token it carries the token)."""
         settings = self.settings
+        if settings.role == "workers":
+            return (
+                f"switchboard: serving {http_url(settings.host, settings.port)} "
+                f"({_plural(settings.workers, 'worker')} of the stack at {settings.control}); "
+                f"run dir {self.run_dir.path}; Ctrl-C to stop"
+            )
         access = self.admin or admin_access(settings)
+        if settings.role == "control":
+            serving = f"switchboard: control host; workers join at {settings.gateway_listen} ("
+        else:
+            serving = (
+                f"switchboard: serving {http_url(settings.host, settings.port)} "
+                f"({_plural(settings.workers, 'worker')}, "
+            )
         return (
-            f"switchboard: serving {http_url(settings.host, settings.port)} "
-            f"({_plural(settings.workers, 'worker')}, "
-            f"{_plural(settings.detokenizers, 'detokenizer')}, {engine_description(settings)}); "
+            f"{serving}{_plural(settings.detokenizers, 'detokenizer')}, "
+            f"{engine_description(settings)}); "
             f"console {access.console_url(admin_url(settings))}; "
             f"run dir {self.run_dir.path}; Ctrl-C to stop"
         )
 
     def _start_all(self, probes: Probes) -> None:
         generated = self.admin is not None and self.admin.generated is not None
-        log.info(
-            "admin app on %s (%s)",
-            admin_url(self.settings),
-            "operator token generated: the console URL is on stdout"
-            if generated
-            else "configured tokens",
-        )
+        if self.settings.role != "workers":
+            log.info(
+                "admin app on %s (%s)",
+                admin_url(self.settings),
+                "operator token generated: the console URL is on stdout"
+                if generated
+                else "configured tokens",
+            )
         deadline = time.monotonic() + self.settings.startup_timeout_s
         for roles in START_GROUPS:
             group = [child for child in self.children if child.spec.role in roles]
+            if not group:
+                continue  # a role this host does not run
             for child in group:
                 try:
                     pid = child.start(self._env)

@@ -34,7 +34,7 @@ from switchboard.worker.json_body import JsonBodyRoute
 from switchboard.worker.logprobs import TokenLogprob, sglang_shape
 from switchboard.worker.native_sampling import samples_per_prompt, wire_sampling
 from switchboard.worker.schemas import EncodeBody, GenerateBody
-from switchboard.worker.settings import WorkerSettings
+from switchboard.worker.settings import WORKER_HEADER, WorkerSettings
 from switchboard.worker.sse import DONE, event, sse_response
 
 __all__ = ["logprob_asks", "request_ids", "router"]
@@ -255,11 +255,13 @@ async def encode(
 
 @router.get("/health")
 async def health(generation: GenerationDep, settings: SettingsDep) -> Response:
-    """200 while this worker admits requests or is paused; 503 while starting or draining."""
+    """200 while this worker admits requests or is paused; 503 while starting or draining.
+    The ``X-Switchboard-Worker`` header names the worker that answered (the port is shared)."""
     session = generation.link.session
+    named = {WORKER_HEADER: settings.worker_id}
     if session.registered and not session.draining and not session.stopping:
-        return Response(status_code=200)
-    headers = {"Retry-After": str(settings.retry_after_s)}
+        return Response(status_code=200, headers=named)
+    headers = {"Retry-After": str(settings.retry_after_s), **named}
     return Response(content=session.state, status_code=503, headers=headers)
 
 

@@ -8,7 +8,7 @@ defaults for what it passes to the workers from here too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from httpkit.hosts import parse_allowed_hosts
@@ -27,7 +27,11 @@ if TYPE_CHECKING:
     # the link (and zmq with it).
     from router_core.worker_link import WorkerLinkSettings
 
-__all__ = ["WorkerSettings"]
+__all__ = ["WORKER_HEADER", "WorkerSettings"]
+
+#: The response header of ``/health`` naming the worker that answered (the port is
+#: shared, so a supervisor or an operator learns who answered from it).
+WORKER_HEADER: Final = "X-Switchboard-Worker"
 
 
 @dataclass(frozen=True, kw_only=True)
