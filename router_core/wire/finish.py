@@ -46,6 +46,7 @@ LOST_CAUSES = frozenset(
         "detokenizer_state_lost",
         "idle_timeout",
         "engine_queue_full",
+        "control_unreachable",
     }
 )
 

@@ -12,6 +12,10 @@ a ``lost`` abort:
 * as the last resort, a stream that gets no row for ``idle_timeout_s`` (cause
   ``idle_timeout``), which also covers a request that never produced.
 
+A worker on another host also ends every stream at once when its connection to the
+worker gateway is lost (cause ``control_unreachable``, :func:`end_unreachable_streams`):
+what the control host sends meanwhile cannot reach it.
+
 A pause stops every clock: paused in place, an engine sends nothing, and that is not a
 fault. Pure, time passed in.
 """
@@ -28,10 +32,35 @@ from router_core.wire.finish import lost_reason
 from router_core.worker_link.session import WorkerSession
 from router_core.worker_link.streams import ROWS_LOST_CAUSE, ResponseStream
 
-__all__ = ["IDLE_CAUSE", "end_idle_streams", "suspect_streams", "watch_idle"]
+__all__ = [
+    "IDLE_CAUSE",
+    "UNREACHABLE_CAUSE",
+    "end_idle_streams",
+    "end_unreachable_streams",
+    "suspect_streams",
+    "watch_idle",
+]
 
 #: The ``err_type`` of a request ended by the idle bound.
 IDLE_CAUSE: Final = "idle_timeout"
+#: The ``err_type`` of a request ended because the control host became unreachable.
+UNREACHABLE_CAUSE: Final = "control_unreachable"
+
+
+def end_unreachable_streams(streams: Iterable[ResponseStream]) -> list[ResponseStream]:
+    """The connection to the control host is lost: end every unfinished stream with a
+    ``lost`` abort (cause :data:`UNREACHABLE_CAUSE`); return them."""
+    ended = []
+    for stream in streams:
+        if not stream.finished:
+            message = (
+                "the connection to the control host was lost (network or worker gateway); "
+                "the request was ended and may be retried"
+            )
+            stream.close(lost_reason(UNREACHABLE_CAUSE, message))
+            stream.lost_cause = UNREACHABLE_CAUSE
+            ended.append(stream)
+    return ended
 
 
 def suspect_streams(streams: Iterable[ResponseStream], *, now: float, process: str) -> int:

@@ -61,7 +61,7 @@ from router_core.worker_link.dispatch import (
 )
 from router_core.worker_link.effects import Send
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
-from router_core.worker_link.idle import watch_idle
+from router_core.worker_link.idle import end_unreachable_streams, watch_idle
 from router_core.worker_link.outcomes import ABORT_DROPPED, CONTROL_DROPPED, Count
 from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.settings import WorkerLinkSettings
@@ -104,8 +104,9 @@ class WorkerLink:
             on_change=self._on_session_change,
             on_outputs=on_outputs,
         )
+        receive, on_connection = self._inbound.on_message, self._on_connection
         self._sockets = link_sockets(
-            settings, identity.worker_id, self.counters, self._inbound.on_message
+            settings, identity.worker_id, self.counters, receive, on_connection
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -329,6 +330,17 @@ class WorkerLink:
     def _send(self, send: Send) -> None:
         """Carry out a send the inbound core asked for."""
         self._sockets.send(send.channel, send.frames, sent=send.sent, unsent=send.unsent)
+
+    def _on_connection(self, connected: bool) -> None:
+        """Lost (a worker on another host): what the router sends cannot reach it, so
+        every request in flight ends now, and it is unregistered (``/health`` 503) until
+        the timer's registrations get through again."""
+        if connected:
+            return
+        self.session.registered = False
+        for stream in end_unreachable_streams(self._streams.values()):
+            self.counters.add("lost_requests", stream.lost_cause or "control_unreachable")
+        self._admission.set()
 
     def _on_session_change(self) -> None:
         """After a reply, broadcast or drain: admission may open, the state may differ."""

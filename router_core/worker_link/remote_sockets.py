@@ -8,16 +8,22 @@ worker down (``DOWN``), so the control host never connects to the worker host. I
 (``HELLO``, ``WELCOME``, ``WHO``, ``REFUSED``) are answered here: ``HELLO`` is sent when
 the link opens and again whenever the gateway says ``WHO`` (it restarted, or forgot a
 worker it had not heard from). Same interface as :class:`~.sockets.LinkSockets`.
+
+The gateway connection is watched (a ZeroMQ socket monitor): ``on_connection(False)``
+when it is lost (the network went away and ZMTP heartbeats timed out, or the gateway
+died), ``on_connection(True)`` when a CURVE handshake succeeds again, so the link can
+end what it holds with a clear error at once instead of after its idle bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from router_core.counters import Counters
 from router_core.curve import ClientKeys
@@ -41,6 +47,7 @@ __all__ = ["RemoteLinkSockets"]
 logger = logging.getLogger(__name__)
 
 _LINGER_MS: Final = 1000
+_WATCHED: Final = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
 
 
 class RemoteLinkSockets:
@@ -53,6 +60,8 @@ class RemoteLinkSockets:
         counters: Counters,
         handle: Handler,
         frame_count: FrameCount,
+        *,
+        on_connection: Callable[[bool], None] | None = None,
     ) -> None:
         if settings.curve is None:
             raise ValueError("a worker on another host needs CURVE keys (settings.curve)")
@@ -67,6 +76,10 @@ class RemoteLinkSockets:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fd: int | None = None
         self._refusal_logged: set[bytes] = set()
+        self._on_connection = on_connection
+        self._monitor: zmq.Socket[bytes] | None = None
+        #: Whether the gateway connection is up (after a first handshake).
+        self.connected = False
 
     def is_open(self) -> bool:
         """Whether :meth:`open` succeeded and :meth:`close` has not run since."""
@@ -95,6 +108,9 @@ class RemoteLinkSockets:
         self._fd = fd
         self._loop.add_reader(fd, self._read_ready)
         self._loop.call_soon(self._read_ready)
+        monitor = self._monitor = self._sockets["control"].get_monitor_socket(_WATCHED)
+        self._loop.add_reader(int(monitor.getsockopt(zmq.FD)), self._read_monitor)
+        self._loop.call_soon(self._read_monitor)
 
     def _connect(
         self,
@@ -132,6 +148,12 @@ class RemoteLinkSockets:
         if self._loop is not None and self._fd is not None:
             self._loop.remove_reader(self._fd)
         self._fd = None
+        monitor, self._monitor = self._monitor, None
+        if monitor is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(int(monitor.getsockopt(zmq.FD)))
+            self._sockets["control"].disable_monitor()
+            monitor.close(linger=0)
         for sock in self._sockets.values():
             sock.close()
         self._sockets.clear()
@@ -176,6 +198,27 @@ class RemoteLinkSockets:
         if sock is not None and not read_waiting(sock, self._apply, self._counters, MAX_FRAMES + 1):
             assert self._loop is not None
             self._loop.call_soon(self._read_ready)
+
+    def _read_monitor(self) -> None:
+        """Every waiting connection event (the monitor's FD is edge-triggered too)."""
+        while self._monitor is not None:
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)["event"]
+            except zmq.Again:
+                return
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED and not self.connected:
+                self.connected = True
+                self._counters.add("gateway", "connected")
+                self._notify(True)
+            elif event == zmq.EVENT_DISCONNECTED and self.connected:
+                self.connected = False
+                self._counters.add("gateway", "disconnected")
+                logger.warning("lost the connection to the worker gateway; reconnecting")
+                self._notify(False)
+
+    def _notify(self, connected: bool) -> None:
+        if self._on_connection is not None:
+            self._on_connection(connected)
 
     def _apply(self, frames: list[FrameLike]) -> None:
         verb = frames[0] if isinstance(frames[0], bytes) else frames[0].bytes

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Final
 
 import zmq
@@ -157,10 +158,17 @@ class LinkSockets:
 
 
 def link_sockets(
-    settings: WorkerLinkSettings, worker_id: str, counters: Counters, handle: Handler
+    settings: WorkerLinkSettings,
+    worker_id: str,
+    counters: Counters,
+    handle: Handler,
+    on_connection: Callable[[bool], None] | None = None,
 ) -> LinkSockets | RemoteLinkSockets:
     """The sockets of a worker link: bound on the control host, or (``settings.curve``)
-    connected to the worker gateway from a host of its own."""
+    connected to the worker gateway from a host of its own, which says when that
+    connection is lost and back (``on_connection``; a local link has no connection to lose)."""
     if settings.curve is None:
         return LinkSockets(settings, counters, handle, worker_frame_count)
-    return RemoteLinkSockets(settings, worker_id, counters, handle, worker_frame_count)
+    return RemoteLinkSockets(
+        settings, worker_id, counters, handle, worker_frame_count, on_connection=on_connection
+    )

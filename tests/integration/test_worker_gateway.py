@@ -212,3 +212,54 @@ class TestRemoteWorker:
                 retry_on=(httpx.HTTPError, KeyError, AssertionError),
             )
             assert asyncio.run(exact_streams(base_url, predictor, 8, "after")) == []
+
+    def test_gateway_killed_mid_stream_ends_each_stream_exactly_or_clearly(
+        self, control: ControlHost, predictor: Predictor, tmp_path: Path
+    ) -> None:
+        """SIGKILL of the gateway while streams run through the remote worker: each stream
+        reads its exact text or ends with a clear control_unreachable error, long before
+        the idle bound (the worker sees its connection go); later streams are exact."""
+        with remote_worker(control, "r3", tmp_path / "r3.log") as base_url:
+
+            async def streams_across_the_kill() -> tuple[list[Any], float]:
+                count, length = 6, 400  # about 2 s each at 5 ms a step
+                prompts = predictor.distinct_prompts(count, [length] * count, "kill")
+                async with httpx.AsyncClient(
+                    base_url=base_url, timeout=60.0, trust_env=False
+                ) as client:
+                    body = {"sampling_params": {"max_new_tokens": length}}
+                    running = [
+                        asyncio.create_task(generate_stream(client, {**body, "text": prompt}))
+                        for prompt in prompts
+                    ]
+                    await asyncio.sleep(0.5)
+                    (gateway,) = control.stack.role_processes("gateway")
+                    os.kill(gateway.pid, signal.SIGKILL)
+                    killed = asyncio.get_running_loop().time()
+                    seen = await asyncio.wait_for(asyncio.gather(*running), 30)
+                    took = asyncio.get_running_loop().time() - killed
+                outcomes: list[Any] = []
+                for prompt, stream in zip(prompts, seen, strict=True):
+                    last = stream.events[-1] if stream.events else {}
+                    rid = str(last.get("meta_info", {}).get("id", "?"))
+                    if not stream_problems(stream, rid, predictor.text(prompt, length), length):
+                        outcomes.append("exact")
+                    else:  # the error event, or the refusal's body
+                        outcomes.append(last if stream.status == 200 else stream.error)
+                return outcomes, took
+
+            outcomes, took = asyncio.run(streams_across_the_kill())
+            unclear = [
+                outcome
+                for outcome in outcomes
+                if outcome != "exact" and "control_unreachable" not in str(outcome)
+            ]
+            assert not unclear, outcomes
+            assert took < 5, f"streams took {took:.1f} s to end after the kill"
+            wait_until(
+                lambda: asyncio.run(exact_streams(base_url, predictor, 2, "back")) == [],
+                DEADLINE_S,
+                "exact streams after the gateway restarted",
+                interval=0.5,
+                retry_on=(httpx.HTTPError, KeyError, AssertionError),
+            )

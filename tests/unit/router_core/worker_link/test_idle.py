@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from router_core.worker_link.errors import RequestLost
-from router_core.worker_link.idle import IDLE_CAUSE, end_idle_streams
+from router_core.worker_link.idle import (
+    IDLE_CAUSE,
+    UNREACHABLE_CAUSE,
+    end_idle_streams,
+    end_unreachable_streams,
+)
 from router_core.worker_link.streams import ResponseStream
 
 
@@ -57,3 +62,17 @@ class TestRequestLost:
     )
     def test_other_finishes_are_not_lost(self, reason: dict[str, object] | None) -> None:
         assert reason is None or RequestLost.from_reason(reason) is None
+
+
+class TestControlUnreachable:
+    def test_every_unfinished_stream_ends_at_once(self) -> None:
+        """A lost gateway connection ends every open stream (paused or not) with a lost
+        abort of cause control_unreachable; a finished stream is left as it is."""
+        running, done = stream_at("running", 99.0), stream_at("done", 0.0)
+        done.finished = True
+        assert end_unreachable_streams([running, done]) == [running]
+        assert running.lost_cause == UNREACHABLE_CAUSE
+        (row,) = running.take_ready()
+        lost = RequestLost.from_reason(row.finished_reasons[0])  # type: ignore[index]
+        assert lost is not None and lost.cause == UNREACHABLE_CAUSE and lost.status == 503
+        assert "control host" in str(lost)
