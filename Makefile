@@ -8,9 +8,10 @@ CODE := router_core httpkit app switchboard tests examples dashboards
 #: Debian packages the tests drive for real (installed when running as root); each
 #: package's name is also the command that shows it is installed.
 SYSTEM_PACKAGES := chromium prometheus
-#: Debian packages that install no command, each as package=file-that-shows-it (the C
-#: engine example's libzmq headers).
-SYSTEM_FILES := libzmq3-dev=/usr/include/zmq.h
+#: Debian packages whose command is named otherwise or that install none, each as
+#: package=file-that-shows-it (the C engine example's libzmq headers; ip(8), for the
+#: multi-host test's network namespaces).
+SYSTEM_FILES := libzmq3-dev=/usr/include/zmq.h iproute2=/usr/sbin/ip
 #: The dashboards' offline type check (typescript + @grafana/schema, pinned by the lock).
 NODE_MODULES := dashboards/typecheck/node_modules/.package-lock.json
 

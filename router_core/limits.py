@@ -36,8 +36,11 @@ DEFAULT_BARRIER_TIMEOUT_S: Final = 5.0
 #: The longest request id (``rid``) a worker accepts from a client, and so the longest an
 #: operator's abort may name.
 MAX_RID_CHARS: Final = 256
-#: ZMTP heartbeats on connections between hosts (the worker gateway's and the remote
-#: workers'), so a connection whose network went away is dropped within seconds, not
-#: after TCP's own minutes.
+#: ZMTP heartbeats on connections between hosts, so a connection whose network went
+#: away is dropped within seconds, not after TCP's own minutes. Only the remote worker
+#: pings; its pings carry the timeout as their TTL, after which the gateway drops the
+#: connection too. (libzmq 4.3 aborts when a heartbeat timer fires on a connection whose
+#: input is stopped by a full receive queue, libzmq issue 4364: so the side that pings
+#: never lets its receive queue fill, and the gateway, which may stop reading, never pings.)
 ZMTP_HEARTBEAT_IVL_MS: Final = 1000
 ZMTP_HEARTBEAT_TIMEOUT_MS: Final = 3000

@@ -170,17 +170,19 @@ def _workers(snapshot: TokenizerRouterMetrics) -> Iterable[Metric]:
     by_state = _gauge("switchboard_workers", ["state"])
     for state, count in sorted(snapshot.workers_by_state.items()):
         by_state.add_metric([state], float(count))
-    up = _gauge("switchboard_worker_up", ["worker"])
-    heartbeat = _gauge("switchboard_worker_last_heartbeat_timestamp_seconds", ["worker"])
-    in_flight = _gauge("switchboard_worker_in_flight_requests", ["worker"])
+    # ``host`` says where a worker runs once a stack spans hosts (docs/deploy.md).
+    up = _gauge("switchboard_worker_up", ["worker", "host"])
+    heartbeat = _gauge("switchboard_worker_last_heartbeat_timestamp_seconds", ["worker", "host"])
+    in_flight = _gauge("switchboard_worker_in_flight_requests", ["worker", "host"])
     seen: set[str] = set()
     for row in snapshot.workers:
         if row.worker in seen:  # a live record comes first; an id is one series
             continue
         seen.add(row.worker)
-        up.add_metric([row.worker], float(row.up))
-        heartbeat.add_metric([row.worker], row.last_heartbeat_unix_s)
-        in_flight.add_metric([row.worker], float(row.in_flight))
+        labels = [row.worker, row.host]
+        up.add_metric(labels, float(row.up))
+        heartbeat.add_metric(labels, row.last_heartbeat_unix_s)
+        in_flight.add_metric(labels, float(row.in_flight))
     paused = _gauge("switchboard_paused")
     paused.add_metric([], 1.0 if snapshot.paused else 0.0)
     since = _gauge("switchboard_pause_state_since_timestamp_seconds")

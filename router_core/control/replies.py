@@ -258,6 +258,8 @@ class WorkerMetricsRow(msgspec.Struct, kw_only=True):
     up: int
     last_heartbeat_unix_s: float
     in_flight: int
+    #: The host the worker registered from ("" from a router that predates it).
+    host: str = ""
 
 
 class PauseOperationCount(msgspec.Struct, kw_only=True):

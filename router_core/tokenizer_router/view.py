@@ -158,4 +158,5 @@ def _worker_row(view: WorkerView, *, up: int) -> WorkerMetricsRow:
         up=up,
         last_heartbeat_unix_s=view.last_heartbeat_at,
         in_flight=view.inflight,
+        host=view.host,
     )

@@ -31,7 +31,6 @@ from router_core.counters import Counters
 from router_core.curve import AuthorisedKeys
 from router_core.curve_files import read_key_pair
 from router_core.inbound import BUDGET
-from router_core.limits import ZMTP_HEARTBEAT_IVL_MS, ZMTP_HEARTBEAT_TIMEOUT_MS
 from router_core.loop import LoopResources, PollLoop
 from router_core.transport import (
     MAX_FRAMES,
@@ -132,13 +131,16 @@ class WorkerGateway:
 
         def make_curve(sock: zmq.Socket[bytes]) -> None:
             curve_server(sock, pair)
-            # ZMTP heartbeats: a remote connection whose network went away is dropped in
-            # seconds, so what is meant for it is refused (peer_gone) rather than queued.
-            sock.setsockopt(zmq.HEARTBEAT_IVL, ZMTP_HEARTBEAT_IVL_MS)
-            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ZMTP_HEARTBEAT_TIMEOUT_MS)
+            # No pings from here (limits.ZMTP_HEARTBEAT_IVL_MS says why): the workers'
+            # pings carry a TTL, so a connection whose network went away is dropped in
+            # seconds all the same, and what is meant for it is refused (peer_gone).
             if sock.socket_type == zmq.ROUTER:
                 # A full or gone remote worker must be seen (EAGAIN, EHOSTUNREACH).
                 sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+                # A worker back from a network loss may reconnect before this side drops
+                # the old connection: the new one takes the id over, or it would never be
+                # read (the core still binds each id to one key).
+                sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
 
         _remove_stale_returns(s.return_prefix)
         with LoopResources(s, self.counters) as resources:

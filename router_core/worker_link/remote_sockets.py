@@ -47,6 +47,10 @@ __all__ = ["RemoteLinkSockets"]
 logger = logging.getLogger(__name__)
 
 _LINGER_MS: Final = 1000
+#: A connection attempt gives up after this and ZeroMQ tries again: left to the kernel, a
+#: SYN sent while the network was down is retried after 1, 3, 7, 15, 31 ... s, so a
+#: worker could stay away long after the network came back.
+_CONNECT_TIMEOUT_MS: Final = 2000
 _WATCHED: Final = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
 
 
@@ -80,6 +84,7 @@ class RemoteLinkSockets:
         self._monitor: zmq.Socket[bytes] | None = None
         #: Whether the gateway connection is up (after a first handshake).
         self.connected = False
+        self._ever_connected = False
 
     def is_open(self) -> bool:
         """Whether :meth:`open` succeeded and :meth:`close` has not run since."""
@@ -108,8 +113,8 @@ class RemoteLinkSockets:
         self._fd = fd
         self._loop.add_reader(fd, self._read_ready)
         self._loop.call_soon(self._read_ready)
-        monitor = self._monitor = self._sockets["control"].get_monitor_socket(_WATCHED)
-        self._loop.add_reader(int(monitor.getsockopt(zmq.FD)), self._read_monitor)
+        assert self._monitor is not None  # made by _connect, before connecting
+        self._loop.add_reader(int(self._monitor.getsockopt(zmq.FD)), self._read_monitor)
         self._loop.call_soon(self._read_monitor)
 
     def _connect(
@@ -123,14 +128,21 @@ class RemoteLinkSockets:
         sock = context.socket(socket_type)
         try:
             sock.setsockopt(zmq.SNDHWM, self._settings.hwm)
-            sock.setsockopt(zmq.RCVHWM, self._settings.hwm)
+            # Never a full receive queue on a socket that pings (see limits): what comes
+            # down is this worker's own rows and the stack's broadcasts, bounded by what
+            # it asked for; the gateway's queue towards it is the bounded one.
+            sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.LINGER, _LINGER_MS)
             sock.setsockopt(zmq.IMMEDIATE, int(immediate))
             sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
             sock.setsockopt(zmq.HEARTBEAT_IVL, ZMTP_HEARTBEAT_IVL_MS)
             sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ZMTP_HEARTBEAT_TIMEOUT_MS)
+            sock.setsockopt(zmq.HEARTBEAT_TTL, ZMTP_HEARTBEAT_TIMEOUT_MS)
+            sock.setsockopt(zmq.CONNECT_TIMEOUT, _CONNECT_TIMEOUT_MS)
             if socket_type == zmq.DEALER:
                 sock.setsockopt(zmq.ROUTING_ID, self._routing_id)
+                # Watched from before it connects: a first handshake must not be missed.
+                self._monitor = sock.get_monitor_socket(_WATCHED)
             curve_client(sock, self._keys)
             sock.connect(endpoint)
         except BaseException:
@@ -152,7 +164,9 @@ class RemoteLinkSockets:
         if monitor is not None:
             if self._loop is not None:
                 self._loop.remove_reader(int(monitor.getsockopt(zmq.FD)))
-            self._sockets["control"].disable_monitor()
+            control = self._sockets.get("control")
+            if control is not None:
+                control.disable_monitor()
             monitor.close(linger=0)
         for sock in self._sockets.values():
             sock.close()
@@ -209,6 +223,11 @@ class RemoteLinkSockets:
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED and not self.connected:
                 self.connected = True
                 self._counters.add("gateway", "connected")
+                if self._ever_connected:
+                    # Back after a loss: the gateway may have forgotten this worker.
+                    logger.info("connected to the worker gateway again")
+                    self._hello()
+                self._ever_connected = True
                 self._notify(True)
             elif event == zmq.EVENT_DISCONNECTED and self.connected:
                 self.connected = False

@@ -23,9 +23,10 @@ from pathlib import Path
 __all__ = ["DOC_PORTS", "DOC_RUN_DIR", "Rewrite"]
 
 #: The ports the docs use: workers, admin app, Prometheus, an OTLP receiver, the
-#: workers' and admin app's in the examples of other ports (operating.md section 10), and
-#: the ports of operating.md's settings precedence example.
-DOC_PORTS = (8000, 8001, 9090, 4318, 9000, 9001, 9100, 9200)
+#: workers' and admin app's in the examples of other ports (operating.md section 10), the
+#: ports of operating.md's settings precedence example, and the worker gateway's two
+#: (deploy.md; the test's has its next port free too).
+DOC_PORTS = (8000, 8001, 9090, 4318, 9000, 9001, 9100, 9200, 7100, 7101)
 #: The run directory the docs use for a stack started by hand.
 DOC_RUN_DIR = "/tmp/sb"
 

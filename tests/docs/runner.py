@@ -28,6 +28,7 @@ from tests.docs.probes import answers, probe_groups
 from tests.docs.rewrite import DOC_PORTS, Rewrite
 from tests.docs.shell import BashRun, run_bash, started_bash, stop_group
 from tests.docs.static_check import REPO_ROOT, bash_syntax, check_line, simple_commands
+from tests.integration.harness.curve_keys import free_gateway_listen
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import child_env
 from tests.support.eventually import PollTimeout, wait_until
@@ -63,7 +64,10 @@ class FileRun:
         self.scratch = Path(tempfile.mkdtemp(prefix="docs-", dir="/tmp"))
         self.exported: dict[str, str] = {}
         self.stack: DocStack | None = None
-        self.other_ports = {port: free_port() for port in DOC_PORTS[2:]}
+        self.other_ports = {port: free_port() for port in DOC_PORTS[2:-2]}
+        # The gateway takes PORT and PORT+1: two free consecutive ports.
+        gateway = int(free_gateway_listen().rpartition(":")[2])
+        self.other_ports |= {7100: gateway, 7101: gateway + 1}
         #: The names ``file`` blocks wrote: later blocks find them in the scratch directory.
         self.files: list[str] = []
         # A model's tokenizer.json for the examples that name one (/models/...): the

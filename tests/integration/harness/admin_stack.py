@@ -37,7 +37,10 @@ from tests.integration.harness.up_stop import stop_supervisor
 __all__ = ["SERVING_LINE", "AdminStack", "admin_stack"]
 
 #: The supervisor's serving line; group 1 is the workers' URL, group 2 the run dir.
-SERVING_LINE = re.compile(r"^switchboard: serving (http://\S+) .*; run dir (\S+); Ctrl-C to stop$")
+SERVING_LINE = re.compile(
+    r"^switchboard: (?:serving (http://\S+)|control host; workers join at \S+) .*; "
+    r"run dir (\S+); Ctrl-C to stop$"
+)
 #: Eight or so Python processes start on a noisy 2-core machine.
 STARTUP_S = 90.0
 #: Draining idle workers and stopping every child takes a few seconds; SIGKILLs take longer.
@@ -216,6 +219,9 @@ def admin_stack(
     step_time: float | None = 0.005,
     extra_args: Sequence[str] = (),
     configure_tokens: bool = True,
+    launcher: Sequence[str] = (),
+    host: str = "127.0.0.1",
+    serving: int | None = None,
 ) -> Iterator[AdminStack]:
     """Start ``switchboard up`` with its admin app (see the module docstring).
 
@@ -235,6 +241,7 @@ def admin_stack(
         (secrets.token_hex(24), secrets.token_hex(24)) if configure_tokens else ("", "")
     )
     argv = [
+        *launcher,
         sys.executable,
         "-m",
         "switchboard.cli",
@@ -257,8 +264,8 @@ def admin_stack(
             start_new_session=True,
         )
     stack = AdminStack(
-        base_url=f"http://127.0.0.1:{port}",
-        admin_url=f"http://127.0.0.1:{admin_port}",
+        base_url=f"http://{host}:{port}",
+        admin_url=f"http://{host}:{admin_port}",
         operator_token=operator_token,
         viewer_token=viewer_token,
         run_dir=run_dir,
@@ -268,7 +275,7 @@ def admin_stack(
     )
     problems: list[str] = []
     try:
-        _wait_ready(stack, workers)
+        _wait_ready(stack, workers if serving is None else serving)
         yield stack
     except BaseException:
         print(f"switchboard up's log ({stack.stderr_path}):\n{stack.stderr()[-8000:]}")

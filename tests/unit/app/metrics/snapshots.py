@@ -57,6 +57,7 @@ def tokenizer_snapshot() -> dict[str, Any]:
                 "up": 1,
                 "last_heartbeat_unix_s": 1700000000.5,
                 "in_flight": 2,
+                "host": "gpu-a",
             },
             {
                 "worker": "w0",

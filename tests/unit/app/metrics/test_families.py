@@ -73,7 +73,9 @@ class TestRouterFamilies:
         labels = {"process": "tokenizer_router", "reason": "backlog_full"}
         assert value(dropped, "switchboard_dropped_messages_total", **labels) == 1
         up = families["switchboard_worker_up"]
-        assert [(s.labels, s.value) for s in up.samples] == [({"worker": "w0"}, 1.0)]
+        assert [(s.labels, s.value) for s in up.samples] == [
+            ({"worker": "w0", "host": "gpu-a"}, 1.0)
+        ]
         usage = families["switchboard_engine_token_usage_ratio"]
         assert value(usage, "switchboard_engine_token_usage_ratio") == 0.25
         operations = families["switchboard_pause_operations"]
