@@ -7,11 +7,14 @@ CODE := router_core httpkit app switchboard tests examples dashboards
 
 #: Debian packages the tests drive for real (installed when running as root); each
 #: package's name is also the command that shows it is installed.
-SYSTEM_PACKAGES := chromium prometheus
+SYSTEM_PACKAGES := chromium prometheus podman mmdebstrap
 #: Debian packages whose command is named otherwise or that install none, each as
 #: package=file-that-shows-it (the C engine example's libzmq headers; ip(8), for the
-#: multi-host test's network namespaces).
-SYSTEM_FILES := libzmq3-dev=/usr/include/zmq.h iproute2=/usr/sbin/ip
+#: multi-host test's network namespaces; what podman needs to run containers here:
+#: docs/deploy.md).
+SYSTEM_FILES := libzmq3-dev=/usr/include/zmq.h iproute2=/usr/sbin/ip runc=/usr/sbin/runc \
+	iptables=/usr/sbin/iptables netavark=/usr/lib/podman/netavark \
+	aardvark-dns=/usr/lib/podman/aardvark-dns
 #: The dashboards' offline type check (typescript + @grafana/schema, pinned by the lock).
 NODE_MODULES := dashboards/typecheck/node_modules/.package-lock.json
 
@@ -26,7 +29,7 @@ LLAMA_SDIST := $(SWITCHBOARD_CACHE)/sdist/llama_cpp_python-$(LLAMA_CPP_VERSION).
 LLAMA_WHEELS := $(SWITCHBOARD_CACHE)/wheels
 LLAMA_STAMP := $(VENV)/.llama-installed
 
-.PHONY: venv llama system-deps node-deps lint typecheck test soak run bench clean
+.PHONY: venv llama system-deps node-deps lint typecheck test soak run bench image clean
 
 venv: $(STAMP)
 
@@ -97,6 +100,10 @@ run: venv
 
 bench: venv
 	$(BIN)/switchboard bench router $(BENCH_ARGS)
+
+# The container image, localhost/switchboard:latest (podman; docs/deploy.md section 2).
+image: venv
+	PYTHON=$(BIN)/python deploy/container/build-image.sh $(IMAGE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dashboards/typecheck/node_modules
