@@ -61,7 +61,7 @@ from router_core.worker_link.dispatch import (
 )
 from router_core.worker_link.effects import Send
 from router_core.worker_link.errors import AdmissionRefused, RouterUnavailable
-from router_core.worker_link.idle import end_unreachable_streams, watch_idle
+from router_core.worker_link.idle import UNREACHABLE_CAUSE, end_unreachable_streams, watch_idle
 from router_core.worker_link.outcomes import ABORT_DROPPED, CONTROL_DROPPED, Count
 from router_core.worker_link.session import WorkerIdentity, WorkerSession
 from router_core.worker_link.settings import WorkerLinkSettings
@@ -104,10 +104,8 @@ class WorkerLink:
             on_change=self._on_session_change,
             on_outputs=on_outputs,
         )
-        receive, on_connection = self._inbound.on_message, self._on_connection
-        self._sockets = link_sockets(
-            settings, identity.worker_id, self.counters, receive, on_connection
-        )
+        receive, on_lost = self._inbound.on_message, self._on_connection_lost
+        self._sockets = link_sockets(settings, identity.worker_id, self.counters, receive, on_lost)
         self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -331,15 +329,13 @@ class WorkerLink:
         """Carry out a send the inbound core asked for."""
         self._sockets.send(send.channel, send.frames, sent=send.sent, unsent=send.unsent)
 
-    def _on_connection(self, connected: bool) -> None:
-        """Lost (a worker on another host): what the router sends cannot reach it, so
-        every request in flight ends now, and it is unregistered (``/health`` 503) until
-        the timer's registrations get through again."""
-        if connected:
-            return
+    def _on_connection_lost(self) -> None:
+        """A worker on another host lost its gateway connection: what the router sends
+        cannot reach it, so every request in flight ends now, and it is unregistered
+        (``/health`` 503) until the timer's registrations get through again."""
         self.session.registered = False
-        for stream in end_unreachable_streams(self._streams.values()):
-            self.counters.add("lost_requests", stream.lost_cause or "control_unreachable")
+        for _ in end_unreachable_streams(self._streams.values()):
+            self.counters.add("lost_requests", UNREACHABLE_CAUSE)
         self._admission.set()
 
     def _on_session_change(self) -> None:

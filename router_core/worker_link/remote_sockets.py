@@ -9,10 +9,10 @@ worker down (``DOWN``), so the control host never connects to the worker host. I
 the link opens and again whenever the gateway says ``WHO`` (it restarted, or forgot a
 worker it had not heard from). Same interface as :class:`~.sockets.LinkSockets`.
 
-The gateway connection is watched (a ZeroMQ socket monitor): ``on_connection(False)``
-when it is lost (the network went away and ZMTP heartbeats timed out, or the gateway
-died), ``on_connection(True)`` when a CURVE handshake succeeds again, so the link can
-end what it holds with a clear error at once instead of after its idle bound.
+The gateway connection is watched (a ZeroMQ socket monitor): ``on_lost()`` runs when it
+is lost (the network went away and ZMTP heartbeats timed out, or the gateway died), so
+the link can end what it holds with a clear error at once instead of after its idle
+bound; when a CURVE handshake succeeds again the worker says ``HELLO`` again.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class RemoteLinkSockets:
         handle: Handler,
         frame_count: FrameCount,
         *,
-        on_connection: Callable[[bool], None] | None = None,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
         if settings.curve is None:
             raise ValueError("a worker on another host needs CURVE keys (settings.curve)")
@@ -80,7 +80,7 @@ class RemoteLinkSockets:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fd: int | None = None
         self._refusal_logged: set[bytes] = set()
-        self._on_connection = on_connection
+        self._on_lost = on_lost
         self._monitor: zmq.Socket[bytes] | None = None
         #: Whether the gateway connection is up (after a first handshake).
         self.connected = False
@@ -228,16 +228,12 @@ class RemoteLinkSockets:
                     logger.info("connected to the worker gateway again")
                     self._hello()
                 self._ever_connected = True
-                self._notify(True)
             elif event == zmq.EVENT_DISCONNECTED and self.connected:
                 self.connected = False
                 self._counters.add("gateway", "disconnected")
                 logger.warning("lost the connection to the worker gateway; reconnecting")
-                self._notify(False)
-
-    def _notify(self, connected: bool) -> None:
-        if self._on_connection is not None:
-            self._on_connection(connected)
+                if self._on_lost is not None:
+                    self._on_lost()
 
     def _apply(self, frames: list[FrameLike]) -> None:
         verb = frames[0] if isinstance(frames[0], bytes) else frames[0].bytes

@@ -162,13 +162,13 @@ def link_sockets(
     worker_id: str,
     counters: Counters,
     handle: Handler,
-    on_connection: Callable[[bool], None] | None = None,
+    on_lost: Callable[[], None] | None = None,
 ) -> LinkSockets | RemoteLinkSockets:
     """The sockets of a worker link: bound on the control host, or (``settings.curve``)
-    connected to the worker gateway from a host of its own, which says when that
-    connection is lost and back (``on_connection``; a local link has no connection to lose)."""
+    connected to the worker gateway from a host of its own, which calls ``on_lost`` when
+    that connection is lost (a local link has no connection to lose)."""
     if settings.curve is None:
         return LinkSockets(settings, counters, handle, worker_frame_count)
     return RemoteLinkSockets(
-        settings, worker_id, counters, handle, worker_frame_count, on_connection=on_connection
+        settings, worker_id, counters, handle, worker_frame_count, on_lost=on_lost
     )

@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.integration.harness.container import Container, Image, built_image, running_container
 from tests.integration.harness.http_worker import predictor
 from tests.integration.harness.polling import wait_until
 from tests.integration.harness.predictor import Predictor
-from tests.integration.harness.sse import generate_stream, stream_problems
+from tests.integration.harness.sse import stream_outcomes
 
 pytestmark = pytest.mark.integration
 
@@ -51,23 +50,6 @@ def container(image: Image) -> Iterator[Container]:
         yield running
 
 
-async def streams(base_url: str, predictor: Predictor, count: int, length: int) -> list[Any]:
-    """``count`` concurrent streams: "exact", or what was wrong with each other."""
-    prompts = predictor.distinct_prompts(count, [length] * count, "container")
-    body = {"sampling_params": {"max_new_tokens": length}}
-    async with httpx.AsyncClient(base_url=base_url, timeout=60.0, trust_env=False) as client:
-        seen = await asyncio.gather(
-            *(generate_stream(client, {**body, "text": prompt}) for prompt in prompts)
-        )
-    outcomes: list[Any] = []
-    for prompt, stream in zip(prompts, seen, strict=True):
-        last = stream.events[-1] if stream.events else {}
-        rid = str(last.get("meta_info", {}).get("id", "?"))
-        problems = stream_problems(stream, rid, predictor.text(prompt, length), length)
-        outcomes.append(problems or "exact")
-    return outcomes
-
-
 class TestImage:
     def test_runs_unprivileged_with_the_fast_path_and_a_healthcheck(
         self, container: Container
@@ -89,10 +71,15 @@ class TestImage:
         """Streams through the container read the engine's exact text. podman stop
         (SIGTERM, SIGKILL after the grace period) during long streams: each finishes
         exactly, and the container exits 0 in well under the grace period."""
-        assert asyncio.run(streams(container.base_url, predictor, 8, 16)) == ["exact"] * 8
+        assert (
+            asyncio.run(stream_outcomes(container.base_url, predictor, 8, 16, "container"))
+            == ["exact"] * 8
+        )
 
         async def across_the_stop() -> tuple[list[Any], float]:
-            running = asyncio.create_task(streams(container.base_url, predictor, 4, 400))
+            running = asyncio.create_task(
+                stream_outcomes(container.base_url, predictor, 4, 400, "container-stop")
+            )
             await asyncio.sleep(0.5)
             started = time.monotonic()
             stopped = await asyncio.to_thread(

@@ -28,14 +28,14 @@ import httpx
 import pytest
 
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
-from tests.integration.harness.curve_keys import GatewayKeys, gateway_keys
+from tests.integration.harness.curve_keys import GatewayKeys, assert_intruder_refused, gateway_keys
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.http_worker import predictor
 from tests.integration.harness.netns import TwoHosts, two_hosts
 from tests.integration.harness.polling import wait_until
 from tests.integration.harness.predictor import Predictor
 from tests.integration.harness.scrape import sample_sum, scrape
-from tests.integration.harness.sse import generate_stream, stream_problems
+from tests.integration.harness.sse import stream_outcomes
 from tests.integration.harness.worker_host import WorkerHost, worker_host
 
 pytestmark = pytest.mark.integration
@@ -132,32 +132,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 yield built
 
 
-async def streams(
-    base_url: str, predictor: Predictor, count: int, length: int, stem: str
-) -> list[Any]:
-    """``count`` concurrent streams: "exact", or the last event or refusal of each other."""
-    prompts = predictor.distinct_prompts(count, [length] * count, stem)
-    body = {"sampling_params": {"max_new_tokens": length}}
-    async with httpx.AsyncClient(base_url=base_url, timeout=60.0, trust_env=False) as client:
-        seen = await asyncio.gather(
-            *(generate_stream(client, {**body, "text": prompt}) for prompt in prompts)
-        )
-    outcomes: list[Any] = []
-    for prompt, stream in zip(prompts, seen, strict=True):
-        last = stream.events[-1] if stream.events else {}
-        rid = str(last.get("meta_info", {}).get("id", "?"))
-        exact = not stream_problems(stream, rid, predictor.text(prompt, length), length)
-        outcomes.append("exact" if exact else last if stream.status == 200 else stream.error)
-    return outcomes
-
-
 class TestTwoHosts:
     def test_streams_through_the_worker_host_are_exact(
         self, stack: Stack, predictor: Predictor
     ) -> None:
         """Concurrent streams through the worker host's port all read the engine's text;
         the control host lists both remote workers at their gateway return addresses."""
-        outcomes = asyncio.run(streams(stack.workers.base_url, predictor, 16, 12, "two-hosts"))
+        outcomes = asyncio.run(
+            stream_outcomes(stack.workers.base_url, predictor, 16, 12, "two-hosts")
+        )
         assert outcomes == ["exact"] * 16, outcomes
         listed = stack.listed()
         control_metrics = scrape(stack.control)
@@ -191,35 +174,13 @@ class TestTwoHosts:
         """A worker on the worker host with a key the control host does not list exits 2,
         saying so, and the gateway counts the refusal."""
 
-        def refused() -> float:
-            return sample_sum(
-                scrape(stack.control),
-                "switchboard_refused_connections_total",
-                process="gateway",
-                reason="unknown_key",
-            )
-
-        before = refused()
-        done = subprocess.run(
-            [
-                *stack.hosts.launcher(stack.hosts.workers_ns),
-                *(sys.executable, "-m", "switchboard.cli", "worker"),
-                *("--worker-id", "intruder0", "--port", str(free_port())),
-                *("--gateway", stack.gateway),
-                *("--curve-key-pair", str(stack.keys.secret("intruder"))),
-                *("--gateway-public-key", str(stack.keys.public("control"))),
-                *("--key-file", str(stack.stack_key)),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=60,
-            check=False,
+        argv = (
+            *stack.hosts.launcher(stack.hosts.workers_ns),
+            *(sys.executable, "-m", "switchboard.cli", "worker"),
+            *("--worker-id", "intruder0", "--port", str(free_port())),
+            *stack.keys.worker_args(stack.gateway, "intruder", stack.stack_key),
         )
-        assert done.returncode == 2, done.stderr
-        assert "refused this host's key" in done.stderr.strip().splitlines()[-1]
-        wait_until(lambda: refused() > before, DEADLINE_S, "the refusal counted")
-        assert "intruder0" not in stack.listed()
+        assert_intruder_refused(stack.control, argv, "intruder0", stack.listed)
 
     def test_link_down_ends_in_flight_clearly_and_up_brings_them_back(
         self, stack: Stack, predictor: Predictor
@@ -231,7 +192,7 @@ class TestTwoHosts:
 
         async def across_the_cut() -> tuple[list[Any], float]:
             running = asyncio.create_task(
-                streams(stack.workers.base_url, predictor, 6, 1000, "cut")
+                stream_outcomes(stack.workers.base_url, predictor, 6, 1000, "cut")
             )
             await asyncio.sleep(1.0)
             stack.hosts.cut()
@@ -267,7 +228,7 @@ class TestTwoHosts:
         )
         wait_until(
             lambda: (
-                asyncio.run(streams(stack.workers.base_url, predictor, 8, 12, "mended"))
+                asyncio.run(stream_outcomes(stack.workers.base_url, predictor, 8, 12, "mended"))
                 == ["exact"] * 8
             ),
             DEADLINE_S,

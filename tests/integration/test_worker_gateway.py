@@ -26,13 +26,17 @@ import psutil
 import pytest
 
 from tests.integration.harness.admin_stack import AdminStack, admin_stack
-from tests.integration.harness.curve_keys import GatewayKeys, free_gateway_listen, gateway_keys
+from tests.integration.harness.curve_keys import (
+    GatewayKeys,
+    assert_intruder_refused,
+    free_gateway_listen,
+    gateway_keys,
+)
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.http_worker import predictor
 from tests.integration.harness.polling import wait_until
 from tests.integration.harness.predictor import Predictor
-from tests.integration.harness.scrape import sample_sum, scrape
-from tests.integration.harness.sse import generate_stream, stream_problems
+from tests.integration.harness.sse import generate_stream, stream_outcomes, stream_problems
 
 pytestmark = pytest.mark.integration
 
@@ -153,28 +157,12 @@ class TestRemoteWorker:
         """A worker host with a key not in the authorised-keys file exits 2 at start, saying
         so in one line; the refusal is counted in switchboard_refused_connections_total."""
 
-        def refused() -> float:
-            text = scrape(control.stack)
-            return sample_sum(
-                text,
-                "switchboard_refused_connections_total",
-                process="gateway",
-                reason="unknown_key",
-            )
-
-        before = refused()
-        done = subprocess.run(
+        assert_intruder_refused(
+            control.stack,
             worker_argv(control, "intruder0", free_port(), "intruder"),
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=60,
-            check=False,
+            "intruder0",
+            control.workers,
         )
-        assert done.returncode == 2, done.stderr
-        assert "refused this host's key" in done.stderr.strip().splitlines()[-1]
-        wait_until(lambda: refused() > before, DEADLINE_S, "the refusal counted")
-        assert "intruder0" not in control.workers()
 
     def test_a_pause_spans_local_and_remote_workers(
         self, control: ControlHost, tmp_path: Path
@@ -222,31 +210,14 @@ class TestRemoteWorker:
         with remote_worker(control, "r3", tmp_path / "r3.log") as base_url:
 
             async def streams_across_the_kill() -> tuple[list[Any], float]:
-                count, length = 6, 400  # about 2 s each at 5 ms a step
-                prompts = predictor.distinct_prompts(count, [length] * count, "kill")
-                async with httpx.AsyncClient(
-                    base_url=base_url, timeout=60.0, trust_env=False
-                ) as client:
-                    body = {"sampling_params": {"max_new_tokens": length}}
-                    running = [
-                        asyncio.create_task(generate_stream(client, {**body, "text": prompt}))
-                        for prompt in prompts
-                    ]
-                    await asyncio.sleep(0.5)
-                    (gateway,) = control.stack.role_processes("gateway")
-                    os.kill(gateway.pid, signal.SIGKILL)
-                    killed = asyncio.get_running_loop().time()
-                    seen = await asyncio.wait_for(asyncio.gather(*running), 30)
-                    took = asyncio.get_running_loop().time() - killed
-                outcomes: list[Any] = []
-                for prompt, stream in zip(prompts, seen, strict=True):
-                    last = stream.events[-1] if stream.events else {}
-                    rid = str(last.get("meta_info", {}).get("id", "?"))
-                    if not stream_problems(stream, rid, predictor.text(prompt, length), length):
-                        outcomes.append("exact")
-                    else:  # the error event, or the refusal's body
-                        outcomes.append(last if stream.status == 200 else stream.error)
-                return outcomes, took
+                # Six streams of 400 tokens: about 2 s each at 5 ms a step.
+                running = asyncio.create_task(stream_outcomes(base_url, predictor, 6, 400, "kill"))
+                await asyncio.sleep(0.5)
+                (gateway,) = control.stack.role_processes("gateway")
+                os.kill(gateway.pid, signal.SIGKILL)
+                killed = asyncio.get_running_loop().time()
+                outcomes = await asyncio.wait_for(running, 30)
+                return outcomes, asyncio.get_running_loop().time() - killed
 
             outcomes, took = asyncio.run(streams_across_the_kill())
             unclear = [

@@ -32,7 +32,7 @@ import pytest
 
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.polling import REPO_ROOT, child_env, socket_files, wait_until
-from tests.integration.harness.up_stop import stop_supervisor
+from tests.integration.harness.up_stop import gone, live_descendants, stop_supervisor
 
 __all__ = ["SERVING_LINE", "AdminStack", "admin_stack"]
 
@@ -47,14 +47,6 @@ STARTUP_S = 90.0
 STOP_S = 60.0
 #: Variables passed through to the stack; any other ``SWITCHBOARD_*`` of the test run is not.
 _KEPT = frozenset({"SWITCHBOARD_NO_FASTPATH", "SWITCHBOARD_CACHE_DIR"})
-
-
-def _gone(process: psutil.Process) -> bool:
-    """Exited (a zombie waiting for its reaper runs nothing and holds no socket)."""
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 @dataclass
@@ -116,12 +108,7 @@ class AdminStack:
 
     def descendants(self) -> list[psutil.Process]:
         """The supervisor's live descendants (remembered, so teardown can check them)."""
-        try:
-            found = psutil.Process(self.supervisor.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-        self.seen.update({process.pid: process for process in found})
-        return [process for process in found if not _gone(process)]
+        return live_descendants(self.supervisor.pid, self.seen)
 
     def role_processes(self, role: str) -> list[psutil.Process]:
         """Running children whose command line is ``... switchboard.cli <role> ...``."""
@@ -202,7 +189,7 @@ def _stop(stack: AdminStack) -> list[str]:
     problems += stop_supervisor(stack.supervisor, stack.seen.values(), STOP_S)
     if exited not in (None, 0):
         problems.append(f"switchboard up had exited {exited}")
-    leftover = [process for process in stack.seen.values() if not _gone(process)]
+    leftover = [process for process in stack.seen.values() if not gone(process)]
     for process in leftover:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()

@@ -1,15 +1,23 @@
 """CURVE keys for tests of the worker gateway: a control host, an authorised worker host
-and an intruder, made with ``switchboard keys generate`` as an operator would."""
+and an intruder, made with ``switchboard keys generate`` as an operator would; and
+:func:`assert_intruder_refused`, the check that the intruder's worker is turned away."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["GatewayKeys", "free_gateway_listen", "gateway_keys"]
+from tests.integration.harness.admin_stack import AdminStack
+from tests.integration.harness.polling import wait_until
+from tests.integration.harness.scrape import sample_sum, scrape
+
+__all__ = ["GatewayKeys", "assert_intruder_refused", "free_gateway_listen", "gateway_keys"]
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -86,3 +94,33 @@ def free_gateway_listen(tries: int = 50) -> str:
                     continue
         return f"tcp://127.0.0.1:{port}"
     raise AssertionError(f"no two free consecutive loopback ports in {tries} tries")
+
+
+def assert_intruder_refused(
+    control: AdminStack,
+    argv: Sequence[str],
+    worker_id: str,
+    listed: Callable[[], Collection[str]],
+    deadline_s: float = 30.0,
+) -> None:
+    """``argv`` (a worker with the intruder's key, as ``worker_id``) exits 2 at start with
+    one line saying its key was refused; the control host's gateway counts it
+    (``switchboard_refused_connections_total{reason="unknown_key"}`` grows) and
+    ``listed()`` (the worker ids the control host lists) never holds it."""
+
+    def refused() -> float:
+        return sample_sum(
+            scrape(control),
+            "switchboard_refused_connections_total",
+            process="gateway",
+            reason="unknown_key",
+        )
+
+    before = refused()
+    done = subprocess.run(
+        list(argv), capture_output=True, text=True, cwd=REPO, timeout=60, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "refused this host's key" in done.stderr.strip().splitlines()[-1]
+    wait_until(lambda: refused() > before, deadline_s, "the refusal counted")
+    assert worker_id not in listed()

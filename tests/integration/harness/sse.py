@@ -1,6 +1,7 @@
 """``/generate`` streams as a client sees them: read one to its end (:func:`generate_stream`,
 or :class:`StreamThread` for a test that acts while it arrives) and say what is wrong
-with it (:func:`stream_problems`)."""
+with it (:func:`stream_problems`); :func:`stream_outcomes` runs concurrent streams and
+says of each whether it read the engine's exact text."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-__all__ = ["SseStream", "StreamThread", "generate_stream", "stream_problems"]
+if TYPE_CHECKING:
+    from tests.integration.harness.predictor import Predictor
+
+__all__ = ["SseStream", "StreamThread", "generate_stream", "stream_outcomes", "stream_problems"]
 
 
 @dataclass
@@ -141,3 +145,24 @@ def stream_problems(
     if finish["type"] == "length" and seen.completion_tokens != tokens:
         problems.append(f"{rid}: completion_tokens {seen.completion_tokens}, want {tokens}")
     return problems
+
+
+async def stream_outcomes(
+    base_url: str, predictor: Predictor, count: int, length: int, stem: str
+) -> list[Any]:
+    """``count`` concurrent streams of ``length`` tokens through ``base_url``: for each,
+    "exact" when it read the predicted text, else its last event (an error event, a
+    wrong finish) or, for a refused request, the refusal's body."""
+    prompts = predictor.distinct_prompts(count, [length] * count, stem)
+    body = {"sampling_params": {"max_new_tokens": length}}
+    async with httpx.AsyncClient(base_url=base_url, timeout=60.0, trust_env=False) as client:
+        seen = await asyncio.gather(
+            *(generate_stream(client, {**body, "text": prompt}) for prompt in prompts)
+        )
+    outcomes: list[Any] = []
+    for prompt, stream in zip(prompts, seen, strict=True):
+        last = stream.events[-1] if stream.events else {}
+        rid = str(last.get("meta_info", {}).get("id", "?"))
+        exact = not stream_problems(stream, rid, predictor.text(prompt, length), length)
+        outcomes.append("exact" if exact else last if stream.status == 200 else stream.error)
+    return outcomes

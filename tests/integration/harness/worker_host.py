@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from tests.integration.harness.polling import wait_until
-from tests.integration.harness.up_stop import stop_supervisor
+from tests.integration.harness.up_stop import gone, live_descendants, stop_supervisor
 
 __all__ = ["WorkerHost", "worker_host"]
 
@@ -44,19 +44,7 @@ class WorkerHost:
 
     def descendants(self) -> list[psutil.Process]:
         """The supervisor's live descendants (remembered for the teardown's check)."""
-        try:
-            found = psutil.Process(self.supervisor.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-        self.seen.update({process.pid: process for process in found})
-        return found
-
-
-def _gone(process: psutil.Process) -> bool:
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+        return live_descendants(self.supervisor.pid, self.seen)
 
 
 @contextlib.contextmanager
@@ -92,7 +80,7 @@ def worker_host(
     finally:
         host.descendants()
         problems = stop_supervisor(supervisor, host.seen.values(), STOP_S)
-        left = [process for process in host.seen.values() if not _gone(process)]
+        left = [process for process in host.seen.values() if not gone(process)]
         for process in left:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
