@@ -5,6 +5,7 @@ render as before."""
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
@@ -21,12 +22,16 @@ SMALL = TemplateBounds(
 
 def crossed(source: str, bounds: TemplateBounds = SMALL, **extra: Any) -> ChatTemplateError:
     """The error rendering ``source`` raises, checked to come (compiling included) within
-    half a second."""
-    started = time.monotonic()
+    half a second of this thread's CPU time."""
+    # CPU time of this thread, after a collection: the claim is what the render costs, and
+    # on a loaded 2-core CI machine wall time also counts other processes and a full
+    # collection of the whole suite's heap (0.6 s once, for a 5 ms render).
+    gc.collect()
+    started = time.thread_time()
     template = ChatTemplate(source, bounds=bounds)
     with pytest.raises(ChatTemplateError) as caught:
         template.render([{"role": "user", "content": "Hi"}], extra=extra)
-    assert time.monotonic() - started < 0.5
+    assert time.thread_time() - started < 0.5
     return caught.value
 
 
@@ -209,7 +214,8 @@ class TestDeadline:
         )
         assert error.bound == "max_seconds"
         assert str(error) == "the chat template took more than 0.05 s to render (max_seconds)"
-        assert time.monotonic() - started < 0.3
+        # Wall time, as the deadline is; generous, as ten billion iterations take hours.
+        assert time.monotonic() - started < 1.0
 
     def test_clock_is_checked_in_calls(self) -> None:
         """A budget whose clock has passed the deadline refuses the next call."""
@@ -232,6 +238,6 @@ class TestBoundsValues:
     def test_text_size_stops_past_the_limit(self) -> None:
         """text_size of a huge shared structure costs about its limit, not its size."""
         row = ["x"] * 10_000
-        started = time.monotonic()
+        started = time.thread_time()
         assert text_size([row] * 10_000, 1000) > 1000
-        assert time.monotonic() - started < 0.1
+        assert time.thread_time() - started < 0.1
