@@ -37,6 +37,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from httpkit.limits import HttpLimits, Refusals
+from httpkit.listening import ListenGate
 
 __all__ = ["LINGER_S", "LimitedHttpToolsProtocol", "limited_protocol"]
 
@@ -54,6 +55,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     limits: ClassVar[HttpLimits] = HttpLimits()
     refusals: ClassVar[Refusals] = Refusals()
+    #: The server's listen gate: while it is closed, every response ends its connection.
+    gate: ClassVar[ListenGate | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -133,6 +136,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._deadline is not None:
             self._cancel_deadline()
         super().on_headers_complete()
+        if self.gate is not None and self.gate.closed and self.cycle is not None:
+            # Leaving the listening group: this connection's last response.
+            self.cycle.keep_alive = False
 
     def on_message_complete(self) -> None:
         self._reading_body = False
@@ -222,9 +228,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
 
 def limited_protocol(
-    limits: HttpLimits, refusals: Refusals | None = None
+    limits: HttpLimits, refusals: Refusals | None = None, gate: ListenGate | None = None
 ) -> type[HttpToolsProtocol]:
-    """A :class:`LimitedHttpToolsProtocol` subclass under ``limits``, for
-    ``uvicorn.Config(http=...)``."""
-    attributes = {"limits": limits, "refusals": refusals or Refusals()}
+    """A :class:`LimitedHttpToolsProtocol` subclass under ``limits`` (and ``gate``, if
+    given), for ``uvicorn.Config(http=...)``."""
+    attributes = {"limits": limits, "refusals": refusals or Refusals(), "gate": gate}
     return type("LimitedHttpToolsProtocol", (LimitedHttpToolsProtocol,), attributes)

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp
 
 from httpkit.hosts import AllowedHosts, HostAllowList
 from httpkit.limits import HttpLimits, Refusals
+from httpkit.listening import ListenGate
 from httpkit.protocol import limited_protocol
 
 __all__ = ["FILE_HEADROOM", "STOP_SIGNALS", "listen_socket", "raise_file_limit", "serve"]
@@ -73,14 +74,22 @@ def listen_socket(
 class _GracefulServer(uvicorn.Server):
     """uvicorn's server that calls ``on_stop`` when asked to stop and then exits 0."""
 
-    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]) -> None:
+    def __init__(
+        self, config: uvicorn.Config, on_stop: Callable[[], None], gate: ListenGate | None
+    ) -> None:
         super().__init__(config)
         self._on_stop = on_stop
+        self._gate = gate
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self._gate is not None and self.started:
+            self._gate.attach(self)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -131,11 +140,14 @@ def serve(
     limits: HttpLimits | None = None,
     hosts: AllowedHosts | None = None,
     refusals: Refusals | None = None,
+    gate: ListenGate | None = None,
 ) -> None:
     """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully.
 
     ``limits`` default to :class:`HttpLimits`' defaults, ``hosts`` to the loopback names
-    and the socket's own address; ``refusals`` shape and count what either refuses.
+    and the socket's own address; ``refusals`` shape and count what either refuses;
+    ``gate`` (:class:`~httpkit.listening.ListenGate`) lets the server stop taking
+    connections and take them again while it runs (it closes ``sock`` when it closes).
     """
     limits = limits or HttpLimits()
     refusals = refusals or Refusals()
@@ -147,7 +159,7 @@ def serve(
     config = uvicorn.Config(
         app,
         loop="uvloop",
-        http=limited_protocol(limits, refusals),
+        http=limited_protocol(limits, refusals, gate),
         # Neither app serves websockets; an upgrade would hand the connection to a
         # protocol without these limits.
         ws="none",
@@ -169,4 +181,4 @@ def serve(
         # already open; the protocol limits connections instead.
         limit_concurrency=None,
     )
-    _GracefulServer(config, on_stop).run(sockets=[sock])
+    _GracefulServer(config, on_stop, gate).run(sockets=[sock])

@@ -102,13 +102,15 @@ Rendering = Literal["status", "workers", "worker", "load", "operation", "freeze_
 @dataclass(frozen=True, eq=False)
 class Cli:
     """A ``switchboard <name>`` subcommand: its name, its help line, how its answer is
-    shown, whether it takes ``--watch`` (a read shown again every few seconds), and
-    older spellings of its flags that are still accepted (``{argument: ("--old",)}``)."""
+    shown, whether it takes ``--watch`` (a read shown again every few seconds) or
+    ``--wait`` (a worker's drain followed until it is safe to delete), and older
+    spellings of its flags that are still accepted (``{argument: ("--old",)}``)."""
 
     name: str
     help: str
     render: Rendering = "fields"
     watch: bool = False
+    wait: bool = False
     flag_aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 

@@ -152,11 +152,15 @@ DRAIN: Final = ControlCommand[WorkerArgs, WorkerView](
     "drain",
     WorkerArgs,
     WorkerView,
-    "stop one worker admitting requests; it reaches drained once empty",
+    "take one worker off its port: no new connections; it finishes what it holds and "
+    "reaches drained once empty",
     mutates=True,
     http=Http("POST", "/api/workers/{worker_id}/drain", "operator"),
     cli=Cli(
-        "drain", "stop one worker admitting requests (it finishes those it has)", render="worker"
+        "drain",
+        "take one worker off its port (it takes no new connections and finishes what it holds)",
+        render="worker",
+        wait=True,
     ),
     console=Console("worker", "Drain", states=_DRAINABLE),
 )

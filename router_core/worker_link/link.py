@@ -15,7 +15,7 @@ calls the core and carries out the effects it returns, in order
 
 Serving a request::
 
-    await link.wait_admission()            # waits while paused; raises when draining
+    await link.wait_admission()            # waits while paused; raises when stopping
     with link.open_stream(rid) as stream:  # in flight from here; aborted if left early
         await link.send_request(Kind.GENERATE, request)
         while not stream.finished:
@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -94,6 +94,10 @@ class WorkerLink:
         self.counters = Counters()
         self._streams: dict[str, ResponseStream] = {}
         self._admission = asyncio.Event()
+        #: Called on the loop with True when an operator's drain starts, False when it
+        #: ends (the HTTP worker leaves and rejoins its port's listening group).
+        self.on_draining: Callable[[bool], None] | None = None
+        self._draining_seen = False
         self._timer = RegistrationTimer(
             self.session, self._send_control, register_retry_s=settings.register_retry_s
         )
@@ -211,9 +215,9 @@ class WorkerLink:
     async def wait_admission(self) -> None:
         """Return once a new request may be sent; wait while paused.
 
-        Raises :class:`AdmissionRefused` at once when draining or stopping (also when
-        draining starts during the wait), with ``not_registered`` when the router has
-        not accepted this worker within ``settings.register_wait_s``, and with
+        Raises :class:`AdmissionRefused` at once when stopping (also when stopping starts
+        during the wait; a draining worker admits), with ``not_registered`` when the
+        router has not accepted this worker within ``settings.register_wait_s``, and with
         ``paused_too_long`` after ``settings.pause_wait_s`` of waiting while paused.
         """
         session, settings = self.session, self.settings
@@ -221,8 +225,6 @@ class WorkerLink:
         while not session.admitting:
             if session.stopping:
                 raise AdmissionRefused("stopping")
-            if session.draining:
-                raise AdmissionRefused("draining")
             self._admission.clear()
             if session.registered:
                 remaining = started + settings.pause_wait_s - time.monotonic()
@@ -339,6 +341,11 @@ class WorkerLink:
         self._admission.set()
 
     def _on_session_change(self) -> None:
-        """After a reply, broadcast or drain: admission may open, the state may differ."""
+        """After a reply, broadcast or drain: admission may open, the state may differ;
+        ``on_draining`` hears when draining starts or ends."""
         self._admission.set()
         self._timer.state_may_have_changed()
+        if self.session.draining != self._draining_seen:
+            self._draining_seen = self.session.draining
+            if self.on_draining is not None:
+                self.on_draining(self._draining_seen)

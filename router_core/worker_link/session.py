@@ -119,8 +119,13 @@ class WorkerSession:
 
     @property
     def admitting(self) -> bool:
-        """Whether a new request may be sent now (registered, not paused, not draining)."""
-        return self.registered and not self.paused and not self.draining and not self.stopping
+        """Whether a new request may be sent now: registered, not paused, not stopping.
+
+        A draining worker still admits what arrives on the connections it holds (it takes
+        no new ones, and each ends after its response), so that no client racing the
+        drain is refused; it reports ``drained`` once nothing is in flight.
+        """
+        return self.registered and not self.paused and not self.stopping
 
     # ------------------------------------------------------------------ outbound
 

@@ -68,6 +68,16 @@ def watch_interval(text: str) -> float:
     return value
 
 
+def wait_seconds(text: str) -> float:
+    """``drain --wait``'s longest wait: more than 0 and at most a day."""
+    value = finite_float(text, expected="seconds")
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(
+            f"must be more than 0 and at most 86400 seconds, got {text}"
+        )
+    return value
+
+
 def http_timeout(text: str) -> float:
     """How long a command waits for the admin app's answer: any ``S > 0`` seconds."""
     value = finite_float(text, expected="seconds")

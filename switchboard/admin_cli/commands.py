@@ -37,6 +37,7 @@ from switchboard.admin_cli.answers import (
 )
 from switchboard.admin_cli.arguments import connection
 from switchboard.admin_cli.client import AdminClient, api_error
+from switchboard.admin_cli.drain_wait import wait_until_safe
 from switchboard.admin_cli.errors import (
     EXIT_FAILED,
     EXIT_OK,
@@ -181,6 +182,9 @@ def execute(args: argparse.Namespace, *, transport: httpx.BaseTransport | None =
             raise UsageProblem(str(exc)) from exc
         with AdminClient(target.url, target.token, http_timeout, transport=transport) as client:
             outcome = run_command(client, entry, args)
+            if getattr(args, "wait", None) and outcome.failure is None:
+                body = wait_until_safe(client, args.worker_id, args.wait)
+                outcome = Outcome(body, lambda: RENDERINGS["worker"](body, time.time()))
             _print(json.dumps(outcome.body, indent=2) if args.json else outcome.text())
             try:
                 for _ in range(_showings(args) - 1):

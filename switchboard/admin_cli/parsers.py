@@ -22,9 +22,11 @@ from switchboard.admin_cli.arguments import (
     http_timeout,
     token,
     url,
+    wait_seconds,
     watch_interval,
     worker_id,
 )
+from switchboard.admin_cli.drain_wait import DEFAULT_WAIT_S
 from switchboard.argtypes import finite_float
 
 __all__ = [
@@ -180,6 +182,16 @@ def add_parsers(sub: Any) -> None:
                 type=watch_interval,
                 metavar="S",
                 help=f"show it again every S seconds (default {DEFAULT_WATCH_S:g}) until Ctrl-C",
+            )
+        if entry.cli.wait:
+            parser.add_argument(
+                "--wait",
+                nargs="?",
+                const=DEFAULT_WAIT_S,
+                type=wait_seconds,
+                metavar="S",
+                help="then show its progress (what it holds) until it is safe to delete, "
+                f"for at most S seconds (default {DEFAULT_WAIT_S:g}); exit 1 if it is not",
             )
         # The barrier's timeout first, where the HTTP timeout stands for other commands.
         for argument in sorted(arguments, key=lambda each: each.name != BARRIER_TIMEOUT):

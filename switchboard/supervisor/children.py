@@ -61,6 +61,8 @@ class ChildSpec:
     #: output then passes through the supervisor, each line prefixed with the child's
     #: name and pid, and the last :data:`TAIL_LINES` lines are kept to say why it exited.
     command: str | None = None
+    #: File descriptors the child inherits (the workers' shared listening socket).
+    pass_fds: tuple[int, ...] = ()
 
 
 #: Lines of a command child's output kept for the message when it exits.
@@ -127,6 +129,7 @@ class Child:
             env={**env, **self.spec.env},
             cwd=self.spec.cwd,
             process_group=0,
+            pass_fds=self.spec.pass_fds,
         )
         self.started_at = time.monotonic()
         self.restart_at = None

@@ -151,18 +151,21 @@ def stack_layout(
     run_dir: Path,
     parent_pid: int,
     admin_env: Mapping[str, str] | None = None,
+    *,
     key: str | None = None,
+    listen_fd: int | None = None,
 ) -> list[ChildSpec]:
     """Every child of the stack, in start order (:data:`START_GROUPS`).
 
     ``admin_env`` is added to the admin app's environment: its token lists. ``key`` is
-    the stack key, which an engine command gets in its environment. Role ``control``
-    has no HTTP workers; role ``workers`` has nothing else.
+    the stack key, which an engine command gets in its environment. ``listen_fd`` is the
+    workers' shared listening socket, which each inherits (None: each binds its own).
+    Role ``control`` has no HTTP workers; role ``workers`` has nothing else.
     """
     common: tuple[str, ...] = ("--run-dir", str(run_dir), "--parent-pid", str(parent_pid))
     common += ("--log-level", settings.log_level)
     if settings.role == "workers":
-        return _worker_specs(settings, run_dir, common)
+        return _worker_specs(settings, run_dir, common, listen_fd)
     served = served_tokenizer(settings)
     tokenizer = ("--tokenizer", str(served)) if served else ()
     router = RouterEndpoints.in_run_dir(run_dir)
@@ -226,7 +229,7 @@ def stack_layout(
         )
     specs.append(_engine_spec(settings, run_dir, parent_pid, common, key))
     if settings.role != "control":
-        specs += _worker_specs(settings, run_dir, common)
+        specs += _worker_specs(settings, run_dir, common, listen_fd)
     specs.append(_admin_spec(settings, detok, common, admin_env))
     return specs
 
@@ -259,10 +262,11 @@ def _admin_spec(
 
 
 def _worker_specs(
-    settings: StackSettings, run_dir: Path, common: tuple[str, ...]
+    settings: StackSettings, run_dir: Path, common: tuple[str, ...], listen_fd: int | None
 ) -> list[ChildSpec]:
     """The HTTP workers: on this host's router, or (role workers) behind the control
-    host's gateway, where each is ready once it answers ``/health`` itself."""
+    host's gateway, where each is ready once it answers ``/health`` itself; each serves
+    on the inherited ``listen_fd`` when there is one."""
     served = served_tokenizer(settings)
     template = settings.chat_template
     remote = ("--allow-remote",) if settings.allow_remote else ()
@@ -297,6 +301,7 @@ def _worker_specs(
             *(("--chat-template", str(template)) if template else ()),
             *remote,
             *link,
+            *(("--listen-fd", str(listen_fd)) if listen_fd is not None else ()),
         )
         specs.append(
             ChildSpec(
@@ -310,6 +315,7 @@ def _worker_specs(
                 if on_worker_host
                 else (_ipc_file(worker_address(run_dir, worker_id)),),
                 worker_id=worker_id,
+                pass_fds=() if listen_fd is None else (listen_fd,),
             )
         )
     return specs

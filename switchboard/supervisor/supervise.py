@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TextIO
 
+from httpkit.serving import listen_socket
 from router_core.credentials import KeyFileError, read_key
 from router_core.endpoints import RouterEndpoints
 from switchboard.supervisor.admin import AdminAccess, admin_access
@@ -40,6 +42,7 @@ from switchboard.supervisor.settings import StackSettings
 from switchboard.supervisor.shutdown import drain_workers, stop_children
 from switchboard.text import TextCodec, TokenizerLoadError, load_tokenizer
 from switchboard.text.vocab_file import write_vocab_file
+from switchboard.worker.settings import LISTEN_BACKLOG
 
 __all__ = ["Supervisor"]
 
@@ -96,6 +99,9 @@ class Supervisor:
         )
         #: The admin app's tokens, settled (perhaps generated) when :meth:`run` starts.
         self.admin: AdminAccess | None = None
+        #: The workers' one listening socket, which each inherits: a worker that drains
+        #: or restarts leaves what is queued on it to its siblings.
+        self._listener: socket.socket | None = None
 
     def request_stop(self) -> None:
         """Begin stopping; a second call skips the remaining waits (signal-safe)."""
@@ -127,8 +133,22 @@ class Supervisor:
                     log.error("cannot read the stack key: %s", exc)
                     return 1
                 self.admin = admin_access(settings)
+                if settings.role != "control":
+                    try:
+                        self._listener = listen_socket(
+                            settings.host, settings.port, reuse_port=True, backlog=LISTEN_BACKLOG
+                        )
+                    except OSError as exc:
+                        log.error("cannot listen on %s: %s", settings.port, exc)
+                        return 1
+                listen_fd = None if self._listener is None else self._listener.fileno()
                 layout = stack_layout(
-                    settings, path, os.getpid(), self.admin.environment(), key=key
+                    settings,
+                    path,
+                    os.getpid(),
+                    self.admin.environment(),
+                    key=key,
+                    listen_fd=listen_fd,
                 )
                 self.children = [Child(spec, RestartBackoff(*backoff)) for spec in layout]
                 self._remove_state_files()  # a new stack starts from no one's state
@@ -140,6 +160,8 @@ class Supervisor:
                 return self._serve(probes)
             finally:
                 self._stop_all()
+                if self._listener is not None:
+                    self._listener.close()  # what is still queued there is reset
                 if probes is not None:
                     probes.close()
                 if self.metrics_dir is not None:

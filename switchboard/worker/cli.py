@@ -83,6 +83,15 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--gateway-public-key", type=Path, help="the control host's .public file (default: none)"
     )
+    parser.add_argument(
+        "--listen-fd",
+        type=int,
+        metavar="FD",
+        help="serve on this inherited listening socket, shared with the sibling workers "
+        "(what switchboard up and a systemd socket unit hand over; a drain then loses no "
+        "queued connection); --host/--port still name the address (default: bind "
+        "--host:--port with SO_REUSEPORT)",
+    )
 
 
 def _endpoints(args: argparse.Namespace) -> dict[str, Any]:
@@ -180,15 +189,19 @@ def run(args: argparse.Namespace) -> int:
     """
     # The HTTP stack loads only here, so that --help and a refused setting stay quick.
     from switchboard.worker.app import create_app
-    from switchboard.worker.server import listen_socket, run_server
+    from switchboard.worker.server import listening, run_server
 
     worker = settings(args)
     configure_logging(args.log_level, who=f"worker {worker.worker_id}".replace("%", "%%"))
     tokenizer = tokenizer_flag(args)
     template = chat_template(worker, tokenizer, args.tokenizer)
     try:
-        sock = listen_socket(worker.host, worker.port)
+        sock, gate = listening(worker.host, worker.port, args.listen_fd)
+    except ValueError as exc:
+        raise UsageError(f"--listen-fd {args.listen_fd}: {exc}") from exc
     except OSError as exc:
+        if args.listen_fd is not None:
+            raise UsageError(f"--listen-fd {args.listen_fd}: {exc.strerror or exc}") from exc
         where = f"{worker.host}:{worker.port}"
         raise UsageError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
     if args.parent_pid is not None:
@@ -198,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         run_server(
             create_app(worker, tokenizer, chat_template=template),
             sock,
+            gate,
             log_level=args.log_level,
             graceful_timeout_s=worker.graceful_timeout_s,
         )

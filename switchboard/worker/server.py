@@ -1,10 +1,17 @@
 """Serving one worker's app on a port it shares with its siblings.
 
-Every worker binds its own listening socket with ``SO_REUSEPORT``, so the kernel spreads
-new connections over the workers and one worker stopping does not close the port for
-the others. On SIGTERM the worker stops admitting (new requests: 503, reported as
-draining), lets in-flight requests finish for up to ``graceful_timeout_s``, then
-deregisters and exits 0.
+Workers that ``switchboard up`` starts share *one* listening socket, which the
+supervisor binds and every worker inherits (``--listen-fd``); a worker started by hand
+binds its own with ``SO_REUSEPORT``, so the kernel spreads new connections over the
+workers either way and one worker stopping does not close the port for the others.
+
+A drained worker leaves the listening group (:class:`~httpkit.listening.ListenGate`):
+it takes no new connections, ends each one it holds after its current response
+(``Connection: close``), and serves what arrives on them meanwhile, so no client is
+refused; undrained, it listens again. On a shared socket nothing queued is lost; on a
+socket of its own, Linux resets the few connections queued on it at that instant. On
+SIGTERM the worker stops admitting (new requests: 503, reported as draining), lets
+in-flight requests finish for up to ``graceful_timeout_s``, then deregisters and exits 0.
 
 Its connections are held to the settings' HTTP limits and ``Host`` allow-list
 (:mod:`httpkit.limits`, :mod:`httpkit.hosts`); each refusal answers in the worker's error
@@ -24,15 +31,14 @@ from fastapi import FastAPI
 from httpkit import serving as http_serving
 from httpkit.hosts import AllowedHosts
 from httpkit.limits import Refusals
+from httpkit.listening import ListenGate
 from router_core.worker_link import WorkerLink
 from switchboard.worker.errors import error_body
 from switchboard.worker.metrics import Metrics
-from switchboard.worker.settings import WorkerSettings
+from switchboard.worker.settings import LISTEN_BACKLOG, WorkerSettings
 
-__all__ = ["listen_socket", "run_server"]
+__all__ = ["listen_socket", "listening", "run_server"]
 
-#: Pending connections the kernel queues per worker.
-BACKLOG: Final = 2048
 #: How a worker's refusal names the setting that allows more hosts.
 _ALLOWED_HOSTS_SETTING: Final = "--allowed-hosts (switchboard up: allowed_hosts)"
 
@@ -42,15 +48,45 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
     Raises ``OSError`` when the port is held by a process that does not share it.
     """
-    return http_serving.listen_socket(host, port, reuse_port=True, backlog=BACKLOG)
+    return http_serving.listen_socket(host, port, reuse_port=True, backlog=LISTEN_BACKLOG)
+
+
+def listening(host: str, port: int, listen_fd: int | None) -> tuple[socket.socket, ListenGate]:
+    """The socket to serve on and the gate that takes the worker out of the listening
+    group and back: on the inherited listening socket ``listen_fd`` (duplicates of it,
+    so that it stays open here while out of the group), or on one bound to
+    ``host:port`` (bound again to rejoin).
+
+    Raises ``OSError`` when binding fails, ``ValueError`` when ``listen_fd`` is not a
+    listening TCP socket.
+    """
+    if listen_fd is None:
+        return listen_socket(host, port), ListenGate(
+            functools.partial(listen_socket, host, port), shared=False
+        )
+    inherited = socket.socket(fileno=listen_fd)
+    if inherited.type != socket.SOCK_STREAM or not inherited.getsockopt(
+        socket.SOL_SOCKET, socket.SO_ACCEPTCONN
+    ):
+        inherited.detach()  # not ours to close
+        raise ValueError(f"file descriptor {listen_fd} is not a listening TCP socket")
+    inherited.set_inheritable(False)
+    return inherited.dup(), ListenGate(inherited.dup, shared=True)
 
 
 def run_server(
-    app: FastAPI, sock: socket.socket, *, log_level: str, graceful_timeout_s: float
+    app: FastAPI,
+    sock: socket.socket,
+    gate: ListenGate,
+    *,
+    log_level: str,
+    graceful_timeout_s: float,
 ) -> None:
-    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully."""
+    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, then stop gracefully; out of the
+    listening group (``gate`` closed) while an operator drains this worker."""
     link: WorkerLink = app.state.link
     settings: WorkerSettings = app.state.settings
+    link.on_draining = gate.set_closed
 
     def stop_admitting() -> None:
         if link.session.registered:
@@ -67,6 +103,7 @@ def run_server(
             settings.allowed_hosts, bind_host=settings.host, setting=_ALLOWED_HOSTS_SETTING
         ),
         refusals=Refusals(_refusal_body, functools.partial(_refused, link, app.state.metrics)),
+        gate=gate,
     )
 
 

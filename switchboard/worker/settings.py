@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     # the link (and zmq with it).
     from router_core.worker_link import WorkerLinkSettings
 
-__all__ = ["WORKER_HEADER", "WorkerSettings"]
+__all__ = ["LISTEN_BACKLOG", "WORKER_HEADER", "WorkerSettings"]
 
 #: The response header of ``/health`` naming the worker that answered (the port is
 #: shared, so a supervisor or an operator learns who answered from it).
 WORKER_HEADER: Final = "X-Switchboard-Worker"
+#: Pending connections the kernel queues on a workers' listening socket.
+LISTEN_BACKLOG: Final = 2048
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -168,8 +168,12 @@ class TestEngineRestart:
 
 
 class TestAdmission:
-    def test_paused_waits_and_drain_refuses(self, router: FakeRouter, run_dir: Path) -> None:
-        """A paused worker makes new requests wait until continue; a drain refuses them."""
+    def test_paused_waits_and_drain_admits_and_is_heard(
+        self, router: FakeRouter, run_dir: Path
+    ) -> None:
+        """A paused worker makes new requests wait until continue; a draining one admits
+        what its held connections still bring, and ``on_draining`` hears the drain start
+        and end."""
 
         async def scenario() -> None:
             link = make_link(run_dir)
@@ -187,12 +191,19 @@ class TestAdmission:
             router.send(address, Kind.PAUSE_BROADCAST, PauseContinueBroadcast("n-2", False))
             async with asyncio.timeout(5):
                 await waiting
+            heard: list[bool] = []
+            link.on_draining = heard.append
             router.send(address, Kind.DRAIN, DrainCommand("w0", True))
             async with asyncio.timeout(5):
                 while not link.session.draining:
                     await asyncio.sleep(0.01)
-            with pytest.raises(AdmissionRefused, match="draining"):
+            async with asyncio.timeout(1):
                 await link.wait_admission()
+            router.send(address, Kind.DRAIN, DrainCommand("w0", False))
+            async with asyncio.timeout(5):
+                while link.session.draining:
+                    await asyncio.sleep(0.01)
+            assert heard == [True, False]
             await link.close()
 
         asyncio.run(scenario())

@@ -257,9 +257,12 @@ class TestPauseBroadcasts:
 
 class TestDrain:
     def test_drain_when_idle_is_drained_at_once(self, registered: WorkerSession) -> None:
-        """Draining with nothing in flight reports drained and stops admitting."""
+        """Draining with nothing in flight reports drained; it still admits (what its
+        held connections bring), while stopping does not."""
         assert registered.on_drain(DrainCommand(worker_id="w0", drain=True))
-        assert registered.state == "drained" and not registered.admitting
+        assert registered.state == "drained" and registered.admitting
+        registered.stopping = True
+        assert not registered.admitting
 
     def test_drain_with_inflight_requests_is_draining_until_empty(
         self, registered: WorkerSession
