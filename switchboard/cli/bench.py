@@ -14,6 +14,7 @@ SUITES = {
     "e2e": ("switchboard.bench.e2e", "run_e2e_bench"),
     "observability": ("switchboard.bench.observability", "run_observability_bench"),
     "engine": ("switchboard.bench.engine", "run_engine_bench"),
+    "workers": ("switchboard.bench.workers", "run_workers_bench"),
 }
 
 
@@ -28,12 +29,25 @@ def add_parser(sub: Any) -> None:
         metavar="PATH",
         help="also write the results to PATH as JSON (default: none, the report only)",
     )
+    parser.add_argument(
+        "--count",
+        type=int,
+        metavar="N",
+        help="workers: how many simulated workers register (default 1000)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the suite; its exit status."""
     module, function = SUITES[args.suite]
+    extra: dict[str, Any] = {}
+    if args.count is not None:
+        if args.suite != "workers":
+            raise SystemExit("switchboard bench: --count is for the workers suite only")
+        if args.count < 1:
+            raise SystemExit("switchboard bench: --count must be at least 1")
+        extra["count"] = args.count
     status: int = getattr(importlib.import_module(module), function)(
-        quick=args.quick, json_path=args.json_path
+        quick=args.quick, json_path=args.json_path, **extra
     )
     return status
