@@ -10,8 +10,9 @@ port take them, and end the connections it holds once their current response is 
   socket is closed, which leaves the group; Linux resets the connections that were
   already queued on that socket (few: it is read all the time), so a shared socket is
   what a supervisor hands its workers.
-* While closed, every response carries ``Connection: close`` and the connection ends
-  after it; connections idle at that moment are closed at once.
+* While closed, every response carries ``Connection: close`` (or, when its head has
+  gone out already, the connection ends after it); a connection holding no request
+  serves one more, or closes when idle for the keep-alive timeout, as always.
 * :meth:`ListenGate.open` takes connections again: on a fresh duplicate of the shared
   socket, or on a socket bound anew with ``SO_REUSEPORT``.
 
@@ -89,9 +90,10 @@ class ListenGate:
         server.servers = []
         self.closed = True
         for connection in list(server.server_state.connections):
-            # uvicorn's own graceful step: an idle connection closes now, a busy one
-            # after its response (which then carries Connection: close).
-            connection.shutdown()
+            # Not uvicorn's shutdown(), which also closes connections holding no request
+            # yet: a client that just connected would read nothing. A busy connection ends
+            # after its response; the others end after the next one, or when idle too long.
+            connection.end_after_response()
         logger.info(
             "stopped taking new connections (%s)",
             "the shared socket stays with the siblings" if self.shared else "left the group",

@@ -148,6 +148,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._cancel_deadline()
         super().on_message_complete()
 
+    def end_after_response(self) -> None:
+        """Make the response in progress, if any, this connection's last (the server is
+        leaving its listening group; a connection holding no request ends after its
+        next response, by the gate's check in :meth:`on_headers_complete`)."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+
     # Limits
 
     def _head_size(self) -> int:
