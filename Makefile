@@ -7,7 +7,7 @@ CODE := router_core httpkit app switchboard tests examples dashboards
 
 #: Debian packages the tests drive for real (installed when running as root); each
 #: package's name is also the command that shows it is installed.
-SYSTEM_PACKAGES := chromium prometheus podman mmdebstrap
+SYSTEM_PACKAGES := chromium prometheus podman mmdebstrap catatonit
 #: Debian packages whose command is named otherwise or that install none, each as
 #: package=file-that-shows-it (the C engine example's libzmq headers; ip(8), for the
 #: multi-host test's network namespaces; what podman needs to run containers here:
