@@ -38,18 +38,31 @@ class ListenGate:
     """Whether a server takes new connections; see the module docstring.
 
     ``reopen`` makes the socket to listen on again after a :meth:`close` (a duplicate of a
-    shared socket, or a socket bound anew); ``shared`` says which, for messages.
+    shared socket, or a socket bound anew); ``shared`` says which, for messages; ``keeps``
+    is the socket ``reopen`` duplicates, if any, closed by :meth:`release`.
     """
 
-    def __init__(self, reopen: Callable[[], socket.socket], *, shared: bool) -> None:
+    def __init__(
+        self,
+        reopen: Callable[[], socket.socket],
+        *,
+        shared: bool,
+        keeps: socket.socket | None = None,
+    ) -> None:
         self._reopen = reopen
         self.shared = shared
+        self._keeps = keeps
         #: True from :meth:`close` until :meth:`open`: responses end their connections.
         self.closed = False
         self._server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changing: asyncio.Task[None] | None = None
         self._wanted_closed = False
+
+    def release(self) -> None:
+        """Close the socket this gate keeps to listen again (once the server has ended)."""
+        if self._keeps is not None:
+            self._keeps.close()
 
     def attach(self, server: Any) -> None:
         """Called by ``serve`` once ``server`` (a started ``uvicorn.Server``) listens."""

@@ -1,10 +1,10 @@
 """How the worker answers what it cannot serve: one JSON error shape, counted by reason.
 
 Every error body is OpenAI's ``{"error": {"message", "type", "param", "code"}}``, which
-SGLang's native endpoints also use. A draining or stopping worker answers 503 with
-``Retry-After``; bad input answers 400 (never 422), a request over a cap 400 naming it
-(``cap`` and ``limit`` besides), a body not declared as JSON 415, an unknown model 404;
-an unknown path 404 and a wrong method 405 (with ``Allow``), each naming what was asked.
+SGLang's native endpoints also use. A stopping worker answers 503 with ``Retry-After``;
+bad input answers 400 (never 422), a request over a cap 400 naming it (``cap`` and
+``limit`` besides), a body not declared as JSON 415, an unknown model 404; an unknown
+path 404 and a wrong method 405 (with ``Allow``), each naming what was asked.
 """
 
 from __future__ import annotations
@@ -161,7 +161,6 @@ def install_error_handlers(
         assert isinstance(error, AdmissionRefused)
         retry = retry_after_s if error.reason != "not_registered" else 1
         message = {
-            "draining": "this worker is draining; retry on another worker",
             "stopping": "this worker is shutting down; retry on another worker",
             "paused_too_long": "generation is paused and stayed paused past this worker's "
             "pause wait; retry later",

@@ -1,7 +1,7 @@
 """Between HTTP and the link: prompts in, text chunks and embeddings out.
 
 :class:`Generation` turns validated prompts into ``GenerateRequest``/``EmbeddingRequest``
-messages, waits for admission (paused: wait; draining: refused), sends them, and turns
+messages, waits for admission (paused: wait; stopping: refused), sends them, and turns
 each request's output rows into :class:`TextChunk` s or an :class:`EmbeddingResult`.
 Leaving a stream early (the client went away) aborts the request in the engine.
 """

@@ -10,7 +10,7 @@ Every answer is JSON:
   continue rather than fail, so a probe (a Kubernetes liveness or readiness probe, a
   load balancer's check) should keep the worker; no generation is tried;
 * **503** in the worker's error shape, ``Retry-After`` included: no generation finished
-  in time (``message`` says so); the worker is draining, stopping or not registered yet
+  in time (``message`` says so); the worker is stopping or not registered yet
   (answered by the admission error handler, as for any request).
 """
 

@@ -10,7 +10,7 @@ it takes no new connections, ends each one it holds after its current response
 (``Connection: close``), and serves what arrives on them meanwhile, so no client is
 refused; undrained, it listens again. On a shared socket nothing queued is lost; on a
 socket of its own, Linux resets the few connections queued on it at that instant. On
-SIGTERM the worker stops admitting (new requests: 503, reported as draining), lets
+SIGTERM the worker stops admitting (new requests: 503, reported as stopping), lets
 in-flight requests finish for up to ``graceful_timeout_s``, then deregisters and exits 0.
 
 Its connections are held to the settings' HTTP limits and ``Host`` allow-list
@@ -71,7 +71,7 @@ def listening(host: str, port: int, listen_fd: int | None) -> tuple[socket.socke
         inherited.detach()  # not ours to close
         raise ValueError(f"file descriptor {listen_fd} is not a listening TCP socket")
     inherited.set_inheritable(False)
-    return inherited.dup(), ListenGate(inherited.dup, shared=True)
+    return inherited.dup(), ListenGate(inherited.dup, shared=True, keeps=inherited)
 
 
 def run_server(
@@ -92,19 +92,22 @@ def run_server(
         if link.session.registered:
             link.begin_stopping()
 
-    http_serving.serve(
-        app,
-        sock,
-        log_level=log_level,
-        graceful_timeout_s=graceful_timeout_s,
-        on_stop=stop_admitting,
-        limits=settings.http_limits,
-        hosts=AllowedHosts.from_setting(
-            settings.allowed_hosts, bind_host=settings.host, setting=_ALLOWED_HOSTS_SETTING
-        ),
-        refusals=Refusals(_refusal_body, functools.partial(_refused, link, app.state.metrics)),
-        gate=gate,
-    )
+    try:
+        http_serving.serve(
+            app,
+            sock,
+            log_level=log_level,
+            graceful_timeout_s=graceful_timeout_s,
+            on_stop=stop_admitting,
+            limits=settings.http_limits,
+            hosts=AllowedHosts.from_setting(
+                settings.allowed_hosts, bind_host=settings.host, setting=_ALLOWED_HOSTS_SETTING
+            ),
+            refusals=Refusals(_refusal_body, functools.partial(_refused, link, app.state.metrics)),
+            gate=gate,
+        )
+    finally:
+        gate.release()
 
 
 def _refused(link: WorkerLink, metrics: Metrics, reason: str) -> None:

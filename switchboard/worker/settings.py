@@ -73,10 +73,10 @@ class WorkerSettings:
     #: Refuse (400) a body field no endpoint names; off, such a field is ignored and
     #: counted (``switchboard_ignored_fields_total``), so new gateway fields pass.
     reject_unknown_fields: bool = False
-    #: Seconds a draining worker asks clients to wait (``Retry-After``).
+    #: Seconds a stopping worker (or a pause past pause_wait_s) asks clients to wait.
     retry_after_s: int = flagged(
         5,
-        help="Retry-After seconds while draining",
+        help="Retry-After seconds of a 503 while stopping or paused past --pause-wait-s",
         aliases=("--retry-after",),
         bound="non_negative",
     )
