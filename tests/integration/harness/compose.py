@@ -116,6 +116,7 @@ class ComposeStack:
         return sorted(listed.split())
 
     def inspect(self, name: str) -> dict[str, object]:
+        """``podman inspect`` of one container."""
         found: list[dict[str, object]] = json.loads(self.podman("inspect", name))
         return found[0]
 
@@ -142,6 +143,7 @@ class ComposeStack:
         return self.podman("exec", name, "cat", path).strip()
 
     def logs(self, name: str) -> str:
+        """One container's log, stdout and stderr."""
         done = self.image.podman("logs", name)
         return done.stdout + done.stderr
 
