@@ -104,6 +104,9 @@ def cluster(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """The control pod, then the two worker pods once the control is ready; each pod's
     workers serving."""
     objects = rendered(tmp_path_factory.mktemp("k8s"))
+    for deployment in ("switchboard-control", "switchboard-workers"):
+        container = objects.pod_spec(deployment)["containers"][0]
+        assert (container["image"], container["imagePullPolicy"]) == (TAG, "Never")
     with played(image, tmp_path_factory.mktemp("kube-play")) as run:
         control, mounted = playable(objects, "switchboard-control", None)
         for name, data in mounted.items():
@@ -180,7 +183,7 @@ class TestKubePlay:
         async def across_a_short_drain() -> tuple[
             list[Any], subprocess.CompletedProcess[str], float
         ]:
-            running = asyncio.create_task(streams(cluster, PODS[0], predictor, 4, 1500))
+            running = asyncio.create_task(streams(cluster, PODS[0], predictor, 4, 800))
             await asyncio.sleep(1.0)
             started = time.monotonic()
             done = await asyncio.to_thread(cluster.hook, PODS[0], "SWITCHBOARD_DRAIN_TIMEOUT_S=1")
