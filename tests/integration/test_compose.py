@@ -49,9 +49,13 @@ DEPLOY = COMPOSE_FILE.parent
 GENERATED = 3 * 16 + 9
 
 
-def workers(stack: ComposeStack) -> dict[str, dict[str, Any]]:
-    """``GET /api/workers`` on the control host's admin app, with its viewer token."""
-    token = stack.read(stack.containers("control")[0], "/etc/switchboard/secrets/viewer.token")
+def viewer_token(stack: ComposeStack) -> str:
+    """The viewer token the ``secrets`` service wrote, read inside the control host."""
+    return stack.read(stack.containers("control")[0], "/etc/switchboard/secrets/viewer.token")
+
+
+def workers(stack: ComposeStack, token: str) -> dict[str, dict[str, Any]]:
+    """``GET /api/workers`` on the control host's admin app, with a viewer ``token``."""
     with httpx.Client(trust_env=False, timeout=10.0) as client:
         answer = client.get(
             f"{stack.admin_url}/api/workers", headers={"Authorization": f"Bearer {token}"}
@@ -66,17 +70,29 @@ def stack() -> Iterator[ComposeStack]:
     with compose_stack(built_image(IMAGE_CACHE)) as running:
         replicas = running.containers("worker")
         assert len(replicas) == REPLICAS, replicas
+        token = wait_until(
+            lambda: viewer_token(running),
+            STARTUP_S,
+            "the control host's viewer token",
+            interval=0.5,
+            retry_on=(AssertionError,),
+        )
 
         def serving() -> bool:
             try:
-                listed = workers(running)
+                listed = workers(running, token)
             except (httpx.HTTPError, AssertionError):
                 return False
             return len(listed) == REPLICAS and all(
                 view["state"] == "serving" for view in listed.values()
             )
 
-        wait_until(serving, STARTUP_S, lambda: f"both replicas serving:\n{running.all_logs()}")
+        wait_until(
+            serving,
+            STARTUP_S,
+            lambda: f"both replicas serving:\n{running.all_logs()}",
+            interval=0.5,
+        )
         yield running
 
 
@@ -88,7 +104,7 @@ class TestComposeStack:
         replica's host name. Through each replica's published port, streams and an
         OpenAI completion (the official SDK) read the engine's exact text; the replica's
         /health names one of its own workers and its /metrics counts those tokens."""
-        listed = workers(stack)
+        listed = workers(stack, viewer_token(stack))
         hosts = {stack.hostname(name): name for name in stack.containers("worker")}
         assert {view["host"] for view in listed.values()} == set(hosts), listed
         for host, name in hosts.items():
@@ -111,7 +127,9 @@ class TestComposeStack:
                     tokens = sample_sum(answer.text, "switchboard_generation_tokens_total")
                     return tokens >= GENERATED
 
-                wait_until(generated, 30.0, f"{host}'s /metrics to count {GENERATED} tokens")
+                wait_until(
+                    generated, 30.0, f"{host}'s /metrics counting {GENERATED} tokens", interval=0.5
+                )
 
     def test_prometheus_scrapes_every_target_with_the_shipped_rules(
         self, stack: ComposeStack
@@ -138,7 +156,11 @@ class TestComposeStack:
             return set(seen) == expected and all(t["health"] == "up" for t in seen.values())
 
         wait_until(
-            all_up, SCRAPED_S, lambda: f"every target up: {targets()}", retry_on=(httpx.HTTPError,)
+            all_up,
+            SCRAPED_S,
+            lambda: f"every target up: {targets()}",
+            interval=0.5,
+            retry_on=(httpx.HTTPError,),
         )
         with httpx.Client(trust_env=False, timeout=5.0) as client:
             rules = client.get(f"{stack.prometheus_url}/api/v1/rules").json()["data"]
