@@ -171,7 +171,8 @@ class TestKubePlay:
     def test_the_hook_fails_clearly_when_it_cannot_drain(
         self, cluster: Cluster, predictor: Predictor
     ) -> None:
-        """No admin API: exit 2 and one line naming the URL. A drain that outlasts
+        """No admin API: exit 2 and one line naming the URL; a wrong token: exit 2 saying
+        so. A drain that outlasts
         SWITCHBOARD_DRAIN_TIMEOUT_S: exit 1 just after it, naming the busy workers; after
         an undrain the streams it waited for still end exactly."""
         unreachable = cluster.hook(PODS[0], "SWITCHBOARD_CONTROL_ADMIN_URL=http://127.0.0.1:9")
@@ -179,6 +180,9 @@ class TestKubePlay:
         assert unreachable.stderr.startswith(
             "drain-pod: cannot reach the control's admin API at http://127.0.0.1:9/api/workers"
         ), unreachable.stderr
+        refused = cluster.hook(PODS[0], "SWITCHBOARD_ADMIN_TOKEN=not-a-token")
+        assert refused.returncode == 2, refused
+        assert "the admin API refused the token" in refused.stderr, refused.stderr
 
         async def across_a_short_drain() -> tuple[
             list[Any], subprocess.CompletedProcess[str], float

@@ -12,12 +12,14 @@ level, so a misspelt key fails), not copied from the operator's CRDs.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 
 from tests.integration.harness.k8s_render import K8S, Rendered, kustomize, rendered
 
@@ -197,6 +199,24 @@ class TestValidation:
         builtin = [item for item in overlay.objects if item["kind"] not in CUSTOM]
         assert len(builtin) == 12
         assert [problem for problem in map(invalid_builtin, builtin) if problem] == []
+
+    def test_the_command_line_validates_the_rendered_file(
+        self, overlay: Rendered, tmp_path: Path
+    ) -> None:
+        """``kubernetes-validate --strict -k 1.30.0`` on the built-in objects, as an
+        operator runs it on kustomize's output, exits 0."""
+        path = tmp_path / "rendered.yaml"
+        builtin = [item for item in overlay.objects if item["kind"] not in CUSTOM]
+        path.write_text(yaml.safe_dump_all(builtin), encoding="utf-8")
+        tool = Path(sys.executable).with_name("kubernetes-validate")
+        done = subprocess.run(
+            [str(tool), "--strict", "--quiet", "-k", KUBERNETES, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
 
     def test_strict_validation_refuses_an_unknown_field(self, overlay: Rendered) -> None:
         """The check can fail: a misspelt probe field is refused."""

@@ -120,6 +120,29 @@ class TestNetwork:
         assert env(overlay, WORKERS)["SWITCHBOARD_CONTROL"] == "switchboard-gateway:7100"
 
 
+class TestMonitoring:
+    def test_the_admin_app_is_scraped_as_the_rules_job(self, overlay: Rendered) -> None:
+        """The ServiceMonitor's jobLabel gives the admin Service job "switchboard", the job
+        every shipped rule matches, and the workers' Service "switchboard-workers"; its
+        token is the viewer token's Secret."""
+        monitor = overlay.named("ServiceMonitor", "switchboard")["spec"]
+        job = monitor["jobLabel"]
+        admin = overlay.named("Service", "switchboard-admin")
+        workers = overlay.named("Service", WORKERS)
+        assert admin["metadata"]["labels"][job] == "switchboard"
+        assert workers["metadata"]["labels"][job] == "switchboard-workers"
+        rules = overlay.named("PrometheusRule", "switchboard-alerts")["spec"]["groups"]
+        assert 'up{job="switchboard"}' in str(rules)
+        by_port = {endpoint["port"]: endpoint for endpoint in monitor["endpoints"]}
+        assert set(by_port) == {
+            admin["spec"]["ports"][0]["name"],
+            workers["spec"]["ports"][0]["name"],
+        }
+        credentials = by_port["admin"]["authorization"]["credentials"]
+        assert overlay.secret_data(credentials["name"])[credentials["key"]]
+        assert "authorization" not in by_port["http"]
+
+
 class TestSecrets:
     def data(self, overlay: Rendered, name: str) -> dict[str, str]:
         return overlay.secret_data(overlay.named("Secret", name)["metadata"]["name"])
