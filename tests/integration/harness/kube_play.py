@@ -14,9 +14,10 @@ nothing else (each is what the cluster would do):
 * every ``containerPort`` would be published on the host's every interface, so ``ports``
   are dropped and the probes name the port numbers.
 
-podman does not run probes' readiness nor ``preStop`` hooks: the test waits on ``/health``
-itself and runs the hook with ``podman exec``. :func:`played` owns everything it makes
-(pods, secrets, network) and removes it at the end.
+podman schedules no probes here (no systemd) and runs no ``preStop`` hook: the test waits
+on ``/health`` itself and runs the hook with ``podman exec``. A pod's infra container needs
+``catatonit``; without it the test is skipped, and fails under ``CI=true``. :func:`played`
+owns everything it makes (pods, secrets, network) and removes it at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import copy
 import json
 import secrets
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ import yaml
 
 from tests.integration.harness.container import Image
 from tests.integration.harness.k8s_render import Rendered
+from tests.integration.harness.polling import missing
 
 __all__ = ["Played", "playable", "played"]
 
@@ -120,6 +123,8 @@ def playable(
 def played(image: Image, directory: Path) -> Iterator[Played]:
     """A podman network of its own for the test to play workloads on (see
     :meth:`Played.play`); every pod, secret and the network removed at the end."""
+    if shutil.which("catatonit") is None:
+        missing("catatonit, for podman's pod infra containers (podman kube play)")
     network = f"sb-k8s-{secrets.token_hex(4)}"
     made = image.podman("network", "create", network)
     assert made.returncode == 0, made.stderr
