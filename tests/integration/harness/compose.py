@@ -142,6 +142,11 @@ class ComposeStack:
         """A file inside a running container (a secret the test needs, such as a token)."""
         return self.podman("exec", name, "cat", path).strip()
 
+    def volume(self, name: str) -> Path:
+        """Where the project's volume ``name`` (as the compose file names it) is on the host."""
+        where = f"{self.project}_{name}"
+        return Path(self.podman("volume", "inspect", where, "--format", "{{.Mountpoint}}").strip())
+
     def logs(self, name: str) -> str:
         """One container's log, stdout and stderr."""
         done = self.image.podman("logs", name)
