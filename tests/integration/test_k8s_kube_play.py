@@ -201,7 +201,7 @@ class TestKubePlay:
         assert done.returncode == 1, done
         assert "the drain did not finish within 1 s: " in done.stderr, done.stderr
         assert "in flight)" in done.stderr and f"{PODS[0]}-w" in done.stderr, done.stderr
-        assert took < 5.0, f"the hook took {took:.1f} s for a 1 s drain timeout"
+        assert took < 8.0, f"the hook took {took:.1f} s for a 1 s drain timeout"
         assert outcomes == ["exact"] * 4, outcomes
 
     def test_the_hook_drains_its_pod_and_the_pod_stops_in_its_grace_period(
