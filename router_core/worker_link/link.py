@@ -163,13 +163,18 @@ class WorkerLink:
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=1.0)
         self._tasks.clear()
+        self.end_in_flight()
+        if self.session.registered:
+            self._send_control(self.session.deregistration(reason))
+        self._sockets.close()
+
+    def end_in_flight(self) -> None:
+        """Abort every unfinished request in the engine and end its stream with an abort
+        row, so that each handler answers its client (a stop's graceful time is up)."""
         for rid, stream in list(self._streams.items()):
             if not stream.finished:
                 self.abort(rid, reason="shutdown")
                 stream.close(abort_reason("worker shutting down"))
-        if self.session.registered:
-            self._send_control(self.session.deregistration(reason))
-        self._sockets.close()
 
     async def __aenter__(self) -> WorkerLink:
         return await self.open()

@@ -66,6 +66,7 @@ from switchboard.supervisor.sources import (
     read_environment,
     read_toml,
 )
+from switchboard.supervisor.stop_budget import least_grace_s
 from switchboard.worker.settings import WorkerSettings
 
 __all__ = [
@@ -182,6 +183,13 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings, Gatew
     drain_timeout_s: float = Field(
         30.0, ge=0, description="seconds a stop waits for the workers to drain"
     )
+    stop_grace_s: float = Field(
+        28.0,
+        gt=0,
+        description="seconds a whole stop may take, from the first signal to exit, drain "
+        "included (each step is shortened to fit); keep it below the grace period of "
+        "whatever stops the stack (Kubernetes: 30 s)",
+    )
     idle_timeout_s: float = Field(
         _link_default("idle_timeout_s"),
         gt=0,
@@ -284,6 +292,12 @@ class StackSettings(EngineSettings, HttpLimitSettings, RequestCapSettings, Gatew
             raise ValueError(f"admin_port and port are both {self.port}")
         if self.restart_backoff_max_s < self.restart_backoff_initial_s:
             raise ValueError("restart_backoff_max_s is below restart_backoff_initial_s")
+        if self.stop_grace_s < least_grace_s(self.graceful_timeout_s):
+            raise ValueError(
+                f"stop_grace_s ({self.stop_grace_s:g}) must be at least "
+                f"{least_grace_s(self.graceful_timeout_s):g}: graceful_timeout_s "
+                f"({self.graceful_timeout_s:g}) and the time to stop the rest"
+            )
         tokens = self.admin_tokens()  # raises for a name or token given both roles
         if self.role == "workers":
             return self  # no admin app on a worker host: its tokens are the control host's

@@ -40,6 +40,7 @@ from switchboard.supervisor.readiness import (
 from switchboard.supervisor.rundir import RunDirectory
 from switchboard.supervisor.settings import StackSettings
 from switchboard.supervisor.shutdown import drain_workers, stop_children
+from switchboard.supervisor.stop_budget import StopBudget
 from switchboard.text import TextCodec, TokenizerLoadError, load_tokenizer
 from switchboard.text.vocab_file import write_vocab_file
 from switchboard.worker.settings import LISTEN_BACKLOG
@@ -47,6 +48,9 @@ from switchboard.worker.settings import LISTEN_BACKLOG
 __all__ = ["Supervisor"]
 
 log = logging.getLogger("switchboard.supervisor")
+
+#: Signals this close together are one request to stop (see Supervisor.request_stop).
+SAME_SIGNAL_S = 1.0
 
 #: How often the watch loop looks at the children.
 _WATCH_INTERVAL_S = 0.1
@@ -102,12 +106,41 @@ class Supervisor:
         #: The workers' one listening socket, which each inherits: a worker that drains
         #: or restarts leaves what is queued on it to its siblings.
         self._listener: socket.socket | None = None
+        self._budget: StopBudget | None = None
+        self._stop_asked = 0.0
 
     def request_stop(self) -> None:
-        """Begin stopping; a second call skips the remaining waits (signal-safe)."""
-        if self._stop.is_set():
+        """Begin stopping; a second call skips the remaining waits (signal-safe).
+
+        The stop's budget (:class:`StopBudget`) runs from the first call. A second call
+        within :data:`SAME_SIGNAL_S` of the first is the same request arriving twice, not
+        an operator's second Ctrl-C: a terminal signals the whole process group and
+        ``make run`` forwards what it got to the supervisor as well.
+        """
+        now = time.monotonic()
+        if self._budget is None:
+            self._budget = self._new_budget()
+        elif self._stop.is_set() and now - self._stop_asked >= SAME_SIGNAL_S:
             self._hurry.set()
+        if not self._stop.is_set():
+            self._stop_asked = now
         self._stop.set()
+
+    def _new_budget(self) -> StopBudget:
+        settings = self.settings
+        return StopBudget.starting(
+            time.monotonic(),
+            grace_s=settings.stop_grace_s,
+            drain_timeout_s=settings.drain_timeout_s,
+            graceful_timeout_s=settings.graceful_timeout_s,
+            stop_timeout_s=settings.stop_timeout_s,
+        )
+
+    def _stop_budget(self) -> StopBudget:
+        """The running stop's budget; one from now when no signal began it (a failed start)."""
+        if self._budget is None:
+            self._budget = self._new_budget()
+        return self._budget
 
     def run(self) -> int:
         """Run the stack until asked to stop; the exit status (0, or 1 if startup failed)."""
@@ -204,9 +237,8 @@ class Supervisor:
         workers = [child for child in self.children if child.spec.role == "worker"]
         router = next((child for child in self.children if child.spec.role == "router"), None)
         if router is not None:
-            drain_workers(
-                probes, workers, router, self.settings.drain_timeout_s, self._hurry.is_set
-            )
+            drain_s = self._stop_budget().drain_s(time.monotonic())
+            drain_workers(probes, workers, router, drain_s, self._hurry.is_set)
         # A worker host sees no router: each worker, on SIGTERM, takes no new request,
         # deregisters and lets what it holds finish (graceful_timeout_s), by itself.
         return 0
@@ -307,13 +339,12 @@ class Supervisor:
         )
 
     def _stop_all(self) -> None:
+        budget = self._stop_budget()
         for role in reversed(ROLE_ORDER):
             group = [child for child in self.children if child.spec.role == role]
-            timeout = self.settings.stop_timeout_s
-            if role == "worker":
-                # A worker lets in-flight requests finish for up to graceful_timeout_s.
-                timeout += self.settings.graceful_timeout_s
-            stop_children(group, timeout, self._hurry.is_set)
+            if any(child.alive() for child in group):
+                timeout = budget.group_s(role, time.monotonic())
+                stop_children(group, timeout, self._hurry.is_set)
 
     @contextmanager
     def _signals_handled(self) -> Iterator[None]:

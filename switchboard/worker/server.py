@@ -11,7 +11,9 @@ it takes no new connections, ends each one it holds after its current response
 refused; undrained, it listens again. On a shared socket nothing queued is lost; on a
 socket of its own, Linux resets the few connections queued on it at that instant. On
 SIGTERM the worker stops admitting (new requests: 503, reported as stopping), lets
-in-flight requests finish for up to ``graceful_timeout_s``, then deregisters and exits 0.
+in-flight requests finish for up to ``graceful_timeout_s`` (ending what is left with
+finish reason ``abort`` just before, so that no client is cut off), then deregisters and
+exits 0.
 
 Its connections are held to the settings' HTTP limits and ``Host`` allow-list
 (:mod:`httpkit.limits`, :mod:`httpkit.hosts`); each refusal answers in the worker's error
@@ -21,6 +23,7 @@ shape and is counted under ``http_rejected`` by its reason, and in Prometheus as
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import socket
@@ -39,6 +42,8 @@ from switchboard.worker.settings import LISTEN_BACKLOG, WorkerSettings
 
 __all__ = ["listen_socket", "listening", "run_server"]
 
+#: How long before the graceful timeout a stopping worker ends what it still holds.
+ABORT_AHEAD_S: Final = 0.5
 #: How a worker's refusal names the setting that allows more hosts.
 _ALLOWED_HOSTS_SETTING: Final = "--allowed-hosts (switchboard up: allowed_hosts)"
 
@@ -91,6 +96,12 @@ def run_server(
     def stop_admitting() -> None:
         if link.session.registered:
             link.begin_stopping()
+        # uvicorn cancels the handlers still running at its graceful timeout, cutting
+        # their clients off; ending their streams with an abort just before lets each
+        # client read a finish reason and the end of its response.
+        asyncio.get_running_loop().call_later(
+            max(0.0, graceful_timeout_s - ABORT_AHEAD_S), link.end_in_flight
+        )
 
     try:
         http_serving.serve(

@@ -46,6 +46,7 @@ PURE_MODULES = (
     "router_core/worker_gateway/core.py",
     "router_core/worker_gateway/settings.py",
     "switchboard/supervisor/layout.py",
+    "switchboard/supervisor/stop_budget.py",
     # The tokenizer router's core: handlers take decoded messages and return effects.
     "router_core/tokenizer_router/backward.py",
     "router_core/tokenizer_router/commands.py",
