@@ -21,7 +21,7 @@ from tests.integration.harness.container import Container, Image, built_image, r
 from tests.integration.harness.http_worker import predictor
 from tests.integration.harness.polling import wait_until
 from tests.integration.harness.predictor import Predictor
-from tests.integration.harness.sse import stream_outcomes
+from tests.integration.harness.sse import StreamThread, stream_outcomes, unclear_ending
 
 pytestmark = pytest.mark.integration
 
@@ -100,3 +100,44 @@ class TestImage:
         assert isinstance(state, dict) and state["ExitCode"] == 0, container.logs()[-3000:]
         assert took < GRACE_S / 2, f"podman stop took {took:.1f} s"
         assert "SIGKILL" not in container.logs()
+
+
+class TestStopWithinGrace:
+    def test_streams_longer_than_the_grace_end_clearly_in_time(
+        self, image: Image, predictor: Predictor
+    ) -> None:
+        """Streams of 12 s, podman stop -t 10 on a stack whose stop_grace_s is 8: the
+        container exits 0 before podman's SIGKILL, each stream exact or aborted on a
+        prefix of its text."""
+        flags = ["--workers", "2", "--stop-grace-s", "8", "--graceful-timeout-s", "3"]
+        with running_container(image, [*flags, "--step-time-s", "0.02"]) as container:
+            wait_until(
+                lambda: image.podman("healthcheck", "run", container.name).returncode == 0,
+                STARTUP_S,
+                lambda: f"the container's HEALTHCHECK to pass:\n{container.logs()[-3000:]}",
+                interval=0.5,
+            )
+            prompts = [f"container grace {i}" for i in range(6)]
+            body = {"sampling_params": {"max_new_tokens": 600}}
+            threads = [
+                StreamThread(container.base_url, {**body, "text": p}).start() for p in prompts
+            ]
+            wait_until(lambda: all(t.started() for t in threads), 30.0, "streams under way")
+            started = time.monotonic()
+            stopped = image.podman("stop", "--time", "10", container.name, timeout=40)
+            took = time.monotonic() - started
+            assert stopped.returncode == 0, stopped.stderr
+            problems = [
+                problem
+                for thread, prompt in zip(threads, prompts, strict=True)
+                if (
+                    problem := unclear_ending(
+                        thread.finish(30.0), prompt, predictor.text(prompt, 600)
+                    )
+                )
+            ]
+            assert not problems, problems
+            state = container.inspect()["State"]
+            assert isinstance(state, dict) and state["ExitCode"] == 0, container.logs()[-3000:]
+            assert took < 10, f"podman stop took {took:.1f} s"
+            assert "SIGKILL" not in container.logs(), container.logs()[-3000:]

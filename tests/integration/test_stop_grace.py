@@ -26,7 +26,7 @@ from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.http_worker import predictor
 from tests.integration.harness.polling import REPO_ROOT, wait_until
 from tests.integration.harness.predictor import Predictor
-from tests.integration.harness.sse import SseStream, StreamThread
+from tests.integration.harness.sse import StreamThread, unclear_ending
 from tests.integration.harness.supervisor import SERVING, stack_env
 from tests.integration.harness.up_stop import gone, live_descendants
 
@@ -117,25 +117,6 @@ class Started:
                 process.kill()
 
 
-def unclear(stream: SseStream, prompt: str, predictor: Predictor) -> str | None:
-    """What is wrong with how ``stream`` ended (None: exact, aborted on a prefix of its
-    text, or an error event)."""
-    if stream.status != 200:
-        return f"{prompt}: status {stream.status} {stream.error}"
-    if not stream.done:
-        return f"{prompt}: no [DONE] (cut)"
-    last = stream.events[-1] if stream.events else {}
-    if "error" in last:
-        return None
-    want = predictor.text(prompt, TOKENS)
-    reason = (last.get("meta_info") or {}).get("finish_reason") or {}
-    if reason.get("type") == "length":
-        return None if stream.text == want else f"{prompt}: wrong text {stream.text[-40:]!r}"
-    if reason.get("type") == "abort":
-        return None if want.startswith(stream.text) else f"{prompt}: aborted on a wrong text"
-    return f"{prompt}: ended {reason}"
-
-
 def stop_under_load(
     started: Started,
     predictor: Predictor,
@@ -154,7 +135,7 @@ def stop_under_load(
     problems = [
         problem
         for thread, prompt in zip(threads, prompts, strict=True)
-        if (problem := unclear(thread.finish(30.0), prompt, predictor))
+        if (problem := unclear_ending(thread.finish(30.0), prompt, predictor.text(prompt, TOKENS)))
     ]
     assert not problems, problems
     print(f"{stem}: stopped in {took:.2f} s with {STREAMS} streams of {TOKENS} tokens")

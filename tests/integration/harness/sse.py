@@ -18,7 +18,14 @@ import httpx
 if TYPE_CHECKING:
     from tests.integration.harness.predictor import Predictor
 
-__all__ = ["SseStream", "StreamThread", "generate_stream", "stream_outcomes", "stream_problems"]
+__all__ = [
+    "SseStream",
+    "StreamThread",
+    "generate_stream",
+    "stream_outcomes",
+    "stream_problems",
+    "unclear_ending",
+]
 
 
 @dataclass
@@ -166,3 +173,22 @@ async def stream_outcomes(
         exact = not stream_problems(stream, rid, predictor.text(prompt, length), length)
         outcomes.append("exact" if exact else last if stream.status == 200 else stream.error)
     return outcomes
+
+
+def unclear_ending(stream: SseStream, rid: str, text: str) -> str | None:
+    """What is wrong with how a stream that a stop interrupted ended, or None when it
+    ended clearly: with ``text`` (finish reason length), with a prefix of it and finish
+    reason abort, or with an error event; never cut, never a wrong text."""
+    if stream.status != 200:
+        return f"{rid}: status {stream.status} {stream.error}"
+    if not stream.done:
+        return f"{rid}: no [DONE] (cut)"
+    last = stream.events[-1] if stream.events else {}
+    if "error" in last:
+        return None
+    reason = (last.get("meta_info") or {}).get("finish_reason") or {}
+    if reason.get("type") == "length":
+        return None if stream.text == text else f"{rid}: wrong text {stream.text[-40:]!r}"
+    if reason.get("type") == "abort":
+        return None if text.startswith(stream.text) else f"{rid}: aborted on a wrong text"
+    return f"{rid}: ended {reason}"
