@@ -49,8 +49,13 @@ class Destination:
         hwm: int,
         backlog_limit: int,
         counters: Counters,
+        waiting: dict[str, Destination] | None = None,
     ) -> None:
         self.name = name
+        #: The set's index of destinations with a backlog (None: not in a set): this one
+        #: is in it exactly while its backlog is not empty, so finding the backlogged
+        #: ones costs what they are, not what every destination is.
+        self._waiting = waiting
         self.endpoint = endpoint
         self._context = context
         self._hwm = hwm
@@ -89,6 +94,8 @@ class Destination:
             self._counters.add("dropped", "backlog_full")
             return False
         self.backlog.append(frames)
+        if self._waiting is not None:
+            self._waiting[self.name] = self
         return True
 
     def flush(self) -> int:
@@ -98,6 +105,8 @@ class Destination:
         while self.backlog and send_frames(sock, self.backlog[0]):
             self.backlog.popleft()
             sent += 1
+        if not self.backlog and self._waiting is not None:
+            self._waiting.pop(self.name, None)
         return sent
 
     def close(
@@ -120,6 +129,8 @@ class Destination:
         if self.backlog:
             self._counters.add("dropped", drop_reason, len(self.backlog))
             self.backlog.clear()
+        if self._waiting is not None and self._waiting.get(self.name) is self:
+            del self._waiting[self.name]
         if self._socket is not None:
             linger_ms = max(0, int(max(deadline - time.monotonic(), linger_s) * 1000))
             self._socket.close(linger=linger_ms)
@@ -173,6 +184,8 @@ class DestinationSet:
         #: At most this many destinations exist at once (None: no cap).
         self.max_destinations = max_destinations
         self._by_name: dict[str, Destination] = {}
+        #: The destinations whose backlog is not empty, kept by the destinations.
+        self._waiting: dict[str, Destination] = {}
         self._max_lingering_once = max_lingering_once
         #: When each socket send_once closed stops lingering at the latest (a heap).
         self._lingering_until: list[float] = []
@@ -191,6 +204,7 @@ class DestinationSet:
                 hwm=self._hwm,
                 backlog_limit=self._backlog_limit,
                 counters=self._counters,
+                waiting=self._waiting,
             )
             self._by_name[name] = dest
         return dest
@@ -209,8 +223,12 @@ class DestinationSet:
         return len(self._by_name)
 
     def backlogged(self) -> list[Destination]:
-        """Destinations with queued messages, to poll for POLLOUT."""
-        return [dest for dest in self._by_name.values() if dest.backlog]
+        """Destinations with queued messages, to poll for POLLOUT.
+
+        The loop asks every iteration, so this reads the index the destinations keep
+        (:attr:`_waiting`) instead of looking at every destination: with thousands of
+        workers registered and a few backlogged, it costs the few."""
+        return [dest for dest in self._waiting.values() if dest.backlog]
 
     def backlog_sizes(self) -> dict[str, int]:
         """Queued messages per destination name."""

@@ -157,6 +157,36 @@ class TestDestination:
         assert counters.total("dropped") == 0
         dests.close_all(0.0)
 
+    def test_backlogged_follows_each_backlog(
+        self, sets: DestinationSets, pulls: Pulls, counters: Counters, run_dir: Path
+    ) -> None:
+        """backlogged() names exactly the destinations with a backlog, whichever way it
+        fills and empties: queued, flushed, closed or discarded (the set keeps an index
+        of them, so the loop's every-iteration question costs the few, not every one)."""
+        dests = sets.make(backlog_limit=10)
+        late, gone, never = (f"ipc://{run_dir}/{name}" for name in ("late", "gone", "never"))
+        assert dests.send(late, message(0)) and dests.send(gone, message(0))
+        dests.get(never)  # made, sent nothing: no backlog
+        assert sorted(d.name for d in dests.backlogged()) == sorted([late, gone])
+        dests.discard(gone, "deregistered")
+        assert [d.name for d in dests.backlogged()] == [late]
+        pulls.bind(late)
+        dest = dests.get(late)
+
+        def flushed() -> bool:
+            dest.flush()
+            if dest.backlog:
+                dest.socket.poll(100, zmq.POLLOUT)
+            return not dest.backlog
+
+        wait_until(flushed, WAIT_MS / 1000, lambda: f"an empty backlog ({len(dest.backlog)} left)")
+        assert dests.backlogged() == []
+        assert dests.send(gone, message(1))  # a new destination under the discarded name
+        assert [d.name for d in dests.backlogged()] == [gone]
+        dests.close_all(0.0)
+        assert dests.backlogged() == []
+        assert counters.get("dropped", "deregistered") == 1
+
     def test_flush_with_empty_backlog_sends_nothing(
         self, sets: DestinationSets, pulls: Pulls, counters: Counters
     ) -> None:
