@@ -16,7 +16,6 @@ Serving, as both routers and the detokenizer do it::
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -38,7 +37,9 @@ class PollLoop:
     """Polls ``inbound`` for input and backlogged destinations for room to send."""
 
     def __init__(self) -> None:
-        self._stop = threading.Event()
+        #: A plain flag, not a threading.Event: Event.set takes a lock, and a second
+        #: SIGTERM arriving while a first handler held it deadlocked a stopping router.
+        self._stop = False
         self._poller = zmq.Poller()
         self._handlers: dict[zmq.Socket[bytes], Callable[[], object]] = {}
         self._gates: dict[zmq.Socket[bytes], tuple[Callable[[], bool], list[bool]]] = {}
@@ -74,12 +75,12 @@ class PollLoop:
 
     def request_stop(self) -> None:
         """Ask the loop to return after its current iteration (any thread, signal-safe)."""
-        self._stop.set()
+        self._stop = True
 
     @property
     def stopping(self) -> bool:
         """Whether a stop has been requested."""
-        return self._stop.is_set()
+        return self._stop
 
     def run(
         self,
@@ -92,7 +93,7 @@ class PollLoop:
         (monotonic seconds) or None.
         """
         next_tick: float | None = None
-        while not self._stop.is_set():
+        while not self._stop:
             # Capture the sockets now: a handler may discard a destination meanwhile.
             waiting = [(dest, dest.socket) for dest in backlogged()]
             timeout_ms = MAX_POLL_MS
