@@ -44,7 +44,7 @@ from httpkit.body_limit import BodySizeLimit
 from httpkit.spans import RouteTemplates, ServerSpans
 from router_core import tracing
 from router_core.audit import AuditLog
-from router_core.control import AsyncControlClient
+from router_core.control import AsyncControlClient, control_client_keys
 
 __all__ = ["create_app"]
 
@@ -109,11 +109,16 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         key = settings.control_key.get_secret_value() if settings.control_key else None
+        # KeyFileError (naming the file) for an unusable one stops the startup.
+        curve = control_client_keys(
+            settings.control_curve_key_pair, settings.control_server_public_key
+        )
         client = AsyncControlClient(
             settings.control_endpoint,
             timeout_s=settings.control_timeout_s,
             key=key,
             actor="admin",
+            curve=curve,
         )
         clients = {"tokenizer_router": client}
         if settings.detok_control_endpoint is not None:
@@ -122,6 +127,7 @@ def create_app(settings: AdminSettings, *, audit_log: AuditLog | None = None) ->
                 timeout_s=settings.metrics_timeout_s,
                 key=key,
                 actor="admin",
+                curve=curve,
             )
         audit.open()
         for each in clients.values():

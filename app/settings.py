@@ -54,6 +54,15 @@ class AdminSettings(BaseSettings):
         "reads it from --key-file or stack.key in --run-dir); unset: none, which a router "
         "with a key refuses",
     )
+    control_curve_key_pair: Path | None = Field(
+        default=None,
+        description="this app's .secret file, for a tcp:// control endpoint (which the "
+        "routers hold to CURVE; its public key in their --control-authorised-keys)",
+    )
+    control_server_public_key: Path | None = Field(
+        default=None,
+        description="the routers' .public file, for a tcp:// control endpoint",
+    )
     metrics_dir: Path | None = Field(
         default=None,
         description="the children's prometheus_client multiprocess "
@@ -143,6 +152,21 @@ class AdminSettings(BaseSettings):
 
     _tokens: TokenTable = PrivateAttr(default_factory=TokenTable)
 
+    def _check_control_curve(self) -> None:
+        """A ``tcp://`` control endpoint needs both CURVE files (the routers refuse a
+        client without keys); ``ValueError`` naming what is missing."""
+        pair, server = self.control_curve_key_pair, self.control_server_public_key
+        endpoints = (self.control_endpoint, self.detok_control_endpoint)
+        tcp = [each for each in endpoints if each and each.startswith("tcp://")]
+        if (pair is None) != (server is None):
+            raise ValueError("set both control_curve_key_pair and control_server_public_key")
+        if tcp and pair is None:
+            raise ValueError(
+                f"the control endpoint {tcp[0]} is tcp://, where the routers require "
+                f"CURVE: set {ENV_PREFIX}CONTROL_CURVE_KEY_PAIR and "
+                f"{ENV_PREFIX}CONTROL_SERVER_PUBLIC_KEY"
+            )
+
     @field_validator("allowed_hosts")
     @classmethod
     def _host_list(cls, value: str) -> str:
@@ -171,6 +195,7 @@ class AdminSettings(BaseSettings):
                     check_endpoint(endpoint, allow_remote=self.allow_remote)
         except EndpointError as exc:
             raise ValueError(str(exc)) from exc
+        self._check_control_curve()
         operators = parse_tokens(_reveal(self.operator_tokens), what=f"{ENV_PREFIX}OPERATOR_TOKENS")
         viewers = parse_tokens(_reveal(self.viewer_tokens), what=f"{ENV_PREFIX}VIEWER_TOKENS")
         self._tokens = TokenTable(operators, viewers)

@@ -37,6 +37,7 @@ __all__ = [
     "AuthorisedKeys",
     "ClientKeys",
     "KeyPair",
+    "check_control_curve",
     "decode_key",
     "parse_authorised_keys",
     "read_public_key",
@@ -223,3 +224,19 @@ def _read(path: Path) -> tuple[_Stamp | None, str, str | None]:
         return stamp, raw.decode("ascii"), None
     except UnicodeDecodeError:
         return stamp, "", "not ASCII text"
+
+
+def check_control_curve(endpoint: str, pair: KeyPair | None, authorised: str | None) -> None:
+    """``ValueError`` unless the key pair and the authorised-keys file are given together,
+    and given at all for a ``tcp://`` control ``endpoint``."""
+    if (pair is None) != (authorised is None):
+        raise ValueError(
+            "CURVE on the control socket needs both --control-key-pair and "
+            "--control-authorised-keys"
+        )
+    if endpoint.startswith("tcp://") and pair is None:
+        raise ValueError(
+            f"the control endpoint {endpoint} is tcp://: it needs CURVE "
+            "(--control-key-pair and --control-authorised-keys), as any process that "
+            "reaches a tcp port could otherwise try the control commands"
+        )

@@ -22,7 +22,7 @@ from router_core.control.table import DEFERRED, Command, ReplyTo
 from router_core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from router_core.control.client import AsyncControlClient, ControlClient
+    from router_core.control.client import AsyncControlClient, ControlClient, control_client_keys
     from router_core.control.server import ControlServer
 
 __all__ = [
@@ -38,11 +38,13 @@ __all__ = [
     "ControlTimeout",
     "ErrorCode",
     "ReplyTo",
+    "control_client_keys",
 ]
 
 #: Names that need zmq, and the module each comes from.
 _SOCKET_BOUND = {
     "AsyncControlClient": "router_core.control.client",
+    "control_client_keys": "router_core.control.client",
     "ControlClient": "router_core.control.client",
     "ControlServer": "router_core.control.server",
 }

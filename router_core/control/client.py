@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -30,8 +31,11 @@ from router_core.control.protocol import (
     decode_reply,
     encode,
 )
+from router_core.curve import ClientKeys, read_public_key
+from router_core.curve_files import read_key_pair
+from router_core.zap import curve_client
 
-__all__ = ["AsyncControlClient", "ControlClient"]
+__all__ = ["AsyncControlClient", "ControlClient", "control_client_keys"]
 
 ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
 ReplyT = TypeVar("ReplyT")
@@ -107,12 +111,37 @@ def _typed(command: ControlCommand[Any, ReplyT], result: Any) -> ReplyT:
     return reply
 
 
-def _configure(sock: zmq.Socket[Any]) -> None:
+def _configure(sock: zmq.Socket[Any], curve: ClientKeys | None) -> None:
     # ZMQ_IMMEDIATE: requests queue only on a live connection, so while the server is
     # down nothing piles up (to be run stale when it returns, or to fill the queue until
     # every send blocks); a send finds no peer and the caller's deadline decides.
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.IMMEDIATE, 1)
+    if curve is not None:
+        curve_client(sock, curve)
+
+
+def control_client_keys(pair: Path | None, server_public: Path | None) -> ClientKeys | None:
+    """The CURVE keys in a client's ``.secret`` file and the router's ``.public`` file
+    (None when both are None); :class:`~router_core.credentials.KeyFileError` naming a
+    file that cannot be used, ``ValueError`` for only one of them."""
+    if pair is None and server_public is None:
+        return None
+    if pair is None or server_public is None:
+        raise ValueError("CURVE needs both the client's key pair and the router's public key")
+    return ClientKeys(read_key_pair(pair), read_public_key(server_public))
+
+
+def _checked_curve(endpoint: str, curve: ClientKeys | None) -> ClientKeys | None:
+    """``curve``, required for a ``tcp://`` endpoint (``ValueError`` without): a router
+    refuses a tcp control socket without CURVE, so a client without keys would only
+    time out."""
+    if curve is None and endpoint.startswith("tcp://"):
+        raise ValueError(
+            f"the control endpoint {endpoint} is tcp://, where the router requires CURVE: "
+            "give a client key pair and the router's public key"
+        )
+    return curve
 
 
 class ControlClient:
@@ -133,9 +162,11 @@ class ControlClient:
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
         key: str | None = None,
         actor: str = "",
+        curve: ClientKeys | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self._curve = _checked_curve(endpoint, curve)
         self._caller = _Caller(key or "", actor)
         self._context = context or zmq.Context.instance()
         self._ids = itertools.count(1)
@@ -144,7 +175,7 @@ class ControlClient:
     def _connected(self) -> zmq.Socket[bytes]:
         if self._socket is None:
             sock = self._context.socket(zmq.DEALER)
-            _configure(sock)
+            _configure(sock, self._curve)
             sock.connect(self.endpoint)
             self._socket = sock
         return self._socket
@@ -233,9 +264,11 @@ class AsyncControlClient:
         context: zmq.asyncio.Context | None = None,
         key: str | None = None,
         actor: str = "",
+        curve: ClientKeys | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self._curve = _checked_curve(endpoint, curve)
         self._caller = _Caller(key or "", actor)
         self._context = context or zmq.asyncio.Context.instance()
         self._ids = itertools.count(1)
@@ -259,7 +292,7 @@ class AsyncControlClient:
         """Connect and start reading replies."""
         if self._socket is None:
             sock = self._context.socket(zmq.DEALER)
-            _configure(sock)
+            _configure(sock, self._curve)
             sock.connect(self.endpoint)
             self._socket = sock
             self._reader = asyncio.create_task(self._read_replies())

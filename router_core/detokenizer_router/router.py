@@ -12,6 +12,7 @@ the incarnation beacon.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -25,6 +26,7 @@ from router_core import tracing
 from router_core.beacon import IncarnationBeacon
 from router_core.control.command_args import NoArgs
 from router_core.control.commands import DETOK_METRICS, DETOK_STATUS
+from router_core.control.curve_socket import open_control_curve
 from router_core.control.guard import OPEN_CONTROL, ControlGuard
 from router_core.control.replies import DetokenizerRouterStatus, RouterMetrics
 from router_core.control.server import ControlServer
@@ -104,13 +106,23 @@ class DetokenizerRouter:
     def run(self) -> None:
         """Bind, serve until stopped, then drain and close everything."""
         endpoints = self.settings.endpoints
-        with LoopResources(self.settings, self.counters, self._context) as resources:
+        with (
+            LoopResources(self.settings, self.counters, self._context) as resources,
+            contextlib.ExitStack() as stack,
+        ):
             destinations = resources.destinations()
             self._targets = [destinations.get(e) for e in endpoints.detokenizers]
             if self.settings.router_workers is not None:
                 self._beacon_to = destinations.get("router-workers", self.settings.router_workers)
             inbound = resources.bind(zmq.PULL, endpoints.inbound)
-            control_sock = resources.bind(zmq.ROUTER, endpoints.control)
+            curve = None
+            pair, authorised = self.settings.control_key_pair, self.settings.control_authorised_keys
+            if pair is not None and authorised is not None:
+                curve, zap = open_control_curve(
+                    resources.context, pair, authorised, self.counters, self._loop.watch
+                )
+                stack.callback(zap.close)
+            control_sock = resources.bind(zmq.ROUTER, endpoints.control, curve)
             control = ControlServer(
                 control_sock, self, COMMANDS, self.counters, self._control_guard
             )

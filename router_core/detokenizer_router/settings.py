@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from router_core.curve import KeyPair, check_control_curve
 from router_core.detokenizer_router.picker import StickyKey
 from router_core.endpoints import DetokenizerRouterEndpoints
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
@@ -39,8 +40,15 @@ class DetokenizerRouterSettings:
     router_workers: str | None = None
     #: The stack key its beacons carry (:mod:`router_core.credentials`; None: none).
     key: str | None = field(default=None, repr=False)
+    #: CURVE on the control socket, which a ``tcp://`` control endpoint requires
+    #: (:func:`router_core.curve.check_control_curve`).
+    control_key_pair: KeyPair | None = field(default=None, repr=False)
+    control_authorised_keys: str | None = None
 
     def __post_init__(self) -> None:
+        check_control_curve(
+            self.endpoints.control, self.control_key_pair, self.control_authorised_keys
+        )
         if not self.endpoints.detokenizers:
             raise ValueError("need at least one detokenizer endpoint")
         if self.hwm <= 0 or self.backlog_limit <= 0:

@@ -33,6 +33,7 @@ from typing import Any
 import zmq
 
 from router_core import tracing
+from router_core.control.curve_socket import open_control_curve
 from router_core.control.guard import OPEN_CONTROL, ControlGuard
 from router_core.control.server import ControlServer
 from router_core.control.table import Command, ReplyTo
@@ -60,6 +61,7 @@ from router_core.traffic import message_bytes
 from router_core.transport import FrameLike
 from router_core.wire import Header
 from router_core.wire.control import ENGINE
+from router_core.zap import ZapHandler
 
 __all__ = ["ENGINE", "TokenizerRouter"]
 
@@ -93,6 +95,7 @@ class TokenizerRouter:
     ) -> None:
         self.settings = settings
         self._context = context
+        self._zap: ZapHandler | None = None
         self._control_guard = control_guard or ControlGuard(
             key=settings.key, role="tokenizer_router"
         )
@@ -136,7 +139,9 @@ class TokenizerRouter:
             workers_in = resources.bind(zmq.PULL, endpoints.workers)
             engine_events = resources.bind(zmq.PULL, endpoints.engine_events)
             outputs_in = resources.bind(zmq.PULL, endpoints.outputs)
-            control_socket = resources.bind(zmq.ROUTER, endpoints.control)
+            control_socket = resources.bind(
+                zmq.ROUTER, endpoints.control, self._control_curve(resources.context)
+            )
             engine.socket  # noqa: B018  (connect now: a bad endpoint fails the start)
             control = ControlServer(
                 control_socket, self, self._command_table(), core.counters, self._control_guard
@@ -169,7 +174,22 @@ class TokenizerRouter:
                 self._loop.run(resources.backlogged, self._tick)
             finally:
                 self._open = None
+                if self._zap is not None:
+                    self._zap.close()
                 logger.info("tokenizer router stopped")
+
+    def _control_curve(
+        self, context: zmq.Context[zmq.Socket[bytes]]
+    ) -> Callable[[zmq.Socket[bytes]], None] | None:
+        """With CURVE on the control socket (:mod:`router_core.control.curve_socket`): its
+        ZAP handler opened and what makes the socket a CURVE server; None without."""
+        pair, path = self.settings.control_key_pair, self.settings.control_authorised_keys
+        if pair is None or path is None:
+            return None
+        prepare, self._zap = open_control_curve(
+            context, pair, path, self.core.counters, self._loop.watch
+        )
+        return prepare
 
     def _log_restored(self) -> None:
         restored = self._restored

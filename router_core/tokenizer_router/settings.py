@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from router_core.curve import KeyPair, check_control_curve
 from router_core.endpoints import RouterEndpoints
 from router_core.limits import DEFAULT_BACKLOG, DEFAULT_HWM
 from router_core.settings_fields import flagged
@@ -58,8 +59,15 @@ class RouterSettings:
     #: up``, :mod:`router_core.credentials`); None: peers are not authenticated, which
     #: ``allow_remote`` refuses.
     key: str | None = field(default=None, repr=False)
+    #: CURVE on the control socket, which a ``tcp://`` control endpoint requires: this
+    #: router's key pair and the file of client public keys let in (reread on change).
+    control_key_pair: KeyPair | None = field(default=None, repr=False)
+    control_authorised_keys: str | None = None
 
     def __post_init__(self) -> None:
+        check_control_curve(
+            self.endpoints.control, self.control_key_pair, self.control_authorised_keys
+        )
         if self.allow_remote and self.key is None:
             raise ValueError(
                 "--allow-remote needs a stack key, so that remote peers must prove they "

@@ -14,7 +14,7 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from switchboard.cli.support import UsageError
 
@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AUDIT_LOGGER",
     "add_audit_log_flag",
+    "add_control_curve_flags",
     "audit_log",
     "client_key",
+    "control_curve",
     "control_guard",
     "key_file_of",
 ]
@@ -95,3 +97,43 @@ def control_guard(
     return ControlGuard(
         key=key, key_file=key_file_of(args, directory), audit=audit_log(args), role=role
     )
+
+
+def add_control_curve_flags(parser: argparse.ArgumentParser) -> None:
+    """``--control-key-pair`` and ``--control-authorised-keys``: CURVE on a router's
+    control socket (:mod:`router_core.control.curve_socket`)."""
+    parser.add_argument(
+        "--control-key-pair",
+        type=Path,
+        metavar="FILE",
+        help="this router's .secret file (switchboard keys generate): CURVE on the control "
+        "socket, which a tcp:// --control-endpoint requires (default: none)",
+    )
+    parser.add_argument(
+        "--control-authorised-keys",
+        type=Path,
+        metavar="FILE",
+        help="the client public keys let in to a CURVE control socket, one per line, "
+        "reread when it changes (default: none)",
+    )
+
+
+def control_curve(args: argparse.Namespace) -> dict[str, Any]:
+    """The control socket's CURVE settings from the flags; :class:`UsageError` for a key
+    pair file that cannot be used."""
+    # Imported here: every switchboard command builds the parsers that use these flags.
+    from router_core.credentials import KeyFileError
+    from router_core.curve_files import read_key_pair
+
+    if args.control_key_pair is None:
+        authorised = args.control_authorised_keys
+        return {"control_authorised_keys": None if authorised is None else str(authorised)}
+    try:
+        pair = read_key_pair(args.control_key_pair)
+    except KeyFileError as exc:
+        raise UsageError(f"--control-key-pair: {exc}") from exc
+    authorised = args.control_authorised_keys
+    return {
+        "control_key_pair": pair,
+        "control_authorised_keys": None if authorised is None else str(authorised),
+    }

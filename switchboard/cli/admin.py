@@ -63,6 +63,20 @@ def add_parser(sub: Any) -> None:
         "--run-dir, else none)",
     )
     parser.add_argument(
+        "--control-curve-key-pair",
+        type=Path,
+        metavar="FILE",
+        help="this app's .secret file, for a tcp:// control endpoint (default: "
+        "SWITCHBOARD_ADMIN_CONTROL_CURVE_KEY_PAIR, else none)",
+    )
+    parser.add_argument(
+        "--control-server-public-key",
+        type=Path,
+        metavar="FILE",
+        help="the routers' .public file, for a tcp:// control endpoint (default: "
+        "SWITCHBOARD_ADMIN_CONTROL_SERVER_PUBLIC_KEY, else none)",
+    )
+    parser.add_argument(
         "--host", default=fields["host"].default, help="address to listen on (default %(default)s)"
     )
     parser.add_argument(
@@ -157,7 +171,7 @@ def _settings(args: argparse.Namespace) -> Any:
     key = stack_key(args, directory)
     if key is not None:
         given["control_key"] = key
-    for name in _HTTP_LIMIT_FLAGS:
+    for name in (*_HTTP_LIMIT_FLAGS, "control_curve_key_pair", "control_server_public_key"):
         if getattr(args, name) is not None:
             given[name] = getattr(args, name)
     try:

@@ -3,7 +3,8 @@
 The router is found in ``--run-dir`` (the tokenizer router's control socket, or with
 ``--detok-router`` the detokenizer router's) or at ``--endpoint``. Every request
 carries the stack key, read from ``--key-file`` or the run directory's ``stack.key``,
-and says it comes from ``ctl`` (``--actor``), which the router's audit lines name.
+and says it comes from ``ctl`` (``--actor``), which the router's audit lines name. A
+``tcp://`` endpoint is CURVE (``--curve-key-pair``, ``--server-public-key``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from switchboard.cli.access import client_key
 from switchboard.cli.support import UsageError, run_dir, seconds
+
+if TYPE_CHECKING:
+    from router_core.curve import ClientKeys
 
 __all__ = ["add_parser", "endpoint", "parse_arguments", "run", "typed_request"]
 
@@ -55,6 +60,15 @@ def add_parser(sub: Any) -> None:
         default=10.0,
         metavar="S",
         help="seconds to wait for the answer (default %(default)s)",
+    )
+    parser.add_argument(
+        "--curve-key-pair",
+        help="this client's .secret file, for a tcp:// --endpoint (its public key in the "
+        "router's --control-authorised-keys; default: none)",
+    )
+    parser.add_argument(
+        "--server-public-key",
+        help="the router's .public file, for a tcp:// --endpoint (default: none)",
     )
     parser.add_argument("name", help="command name, e.g. status, list_workers, pause")
     parser.add_argument("args", nargs="*", help="key=value arguments (values parsed as JSON)")
@@ -110,6 +124,26 @@ def typed_request(name: str, pairs: Sequence[str], *, detok_router: bool) -> tup
     return command, args
 
 
+def curve_keys(args: argparse.Namespace) -> ClientKeys | None:
+    """The CURVE keys the flags name (None: neither flag); :class:`UsageError` for only
+    one of them or a file that cannot be used."""
+    # Imported here: every switchboard command builds this parser.
+    from router_core.credentials import KeyFileError
+    from router_core.curve import ClientKeys, read_public_key
+    from router_core.curve_files import read_key_pair
+
+    if args.curve_key_pair is None and args.server_public_key is None:
+        return None
+    if args.curve_key_pair is None or args.server_public_key is None:
+        raise UsageError("give both --curve-key-pair and --server-public-key, or neither")
+    try:
+        pair = read_key_pair(Path(args.curve_key_pair))
+        server = read_public_key(Path(args.server_public_key))
+    except KeyFileError as exc:
+        raise UsageError(str(exc)) from exc
+    return ClientKeys(pair, server)
+
+
 def run(args: argparse.Namespace) -> int:
     """0 with the result on stdout; 1 with the router's error on stderr."""
     import msgspec
@@ -120,7 +154,13 @@ def run(args: argparse.Namespace) -> int:
     directory = run_dir(args)
     target = endpoint(args, directory)
     key = client_key(args, directory)
-    with ControlClient(target, timeout_s=args.timeout_s, key=key, actor=args.actor) as client:
+    try:
+        client = ControlClient(
+            target, timeout_s=args.timeout_s, key=key, actor=args.actor, curve=curve_keys(args)
+        )
+    except ValueError as exc:
+        raise UsageError(f"{exc} (--curve-key-pair and --server-public-key)") from exc
+    with client:
         try:
             result = client.request(command, parsed)
         except ControlError as exc:

@@ -12,7 +12,12 @@ from typing import Any
 
 from router_core.detokenizer_router.settings import DetokenizerRouterSettings
 from router_core.endpoints import DETOK_ROUTER_STATE_FILE, DetokenizerRouterEndpoints
-from switchboard.cli.access import add_audit_log_flag, control_guard
+from switchboard.cli.access import (
+    add_audit_log_flag,
+    add_control_curve_flags,
+    control_curve,
+    control_guard,
+)
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     UsageError,
@@ -56,6 +61,7 @@ def add_parser(sub: Any) -> None:
     add_state_file_flag(parser, DETOK_ROUTER_STATE_FILE, "the worker-to-detokenizer assignments")
     add_beacon_flag(parser)
     add_audit_log_flag(parser)
+    add_control_curve_flags(parser)
 
 
 def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
@@ -94,6 +100,7 @@ def settings(args: argparse.Namespace) -> DetokenizerRouterSettings:
         state_file=saved,
         router_workers=beacon_endpoint(args, directory),
         key=stack_key(args, directory),
+        **control_curve(args),
     )
 
 

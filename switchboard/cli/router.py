@@ -11,7 +11,12 @@ from typing import Any
 
 from router_core.endpoints import ROUTER_STATE_FILE, RouterEndpoints
 from router_core.tokenizer_router.settings import RouterSettings
-from switchboard.cli.access import add_audit_log_flag, control_guard
+from switchboard.cli.access import (
+    add_audit_log_flag,
+    add_control_curve_flags,
+    control_curve,
+    control_guard,
+)
 from switchboard.cli.flags import add_settings_flags, loop_settings
 from switchboard.cli.support import (
     add_common_flags,
@@ -51,6 +56,7 @@ def add_parser(sub: Any) -> None:
         parser, ROUTER_STATE_FILE, "the pause state, drain marks and operation counter"
     )
     add_audit_log_flag(parser)
+    add_control_curve_flags(parser)
 
 
 def settings(args: argparse.Namespace) -> RouterSettings:
@@ -71,7 +77,14 @@ def settings(args: argparse.Namespace) -> RouterSettings:
     )
     saved = state_file(args, directory, ROUTER_STATE_FILE)
     key = stack_key(args, directory)
-    return loop_settings(RouterSettings, args, endpoints=endpoints, state_file=saved, key=key)
+    return loop_settings(
+        RouterSettings,
+        args,
+        endpoints=endpoints,
+        state_file=saved,
+        key=key,
+        **control_curve(args),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
