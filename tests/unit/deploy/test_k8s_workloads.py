@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from switchboard.supervisor.stop_budget import least_grace_s
 from tests.integration.harness.k8s_render import K8S, Rendered, rendered
 
 #: Margin the grace period keeps beyond the drain and the stop (a few seconds of
@@ -43,16 +44,15 @@ def env(overlay: Rendered, deployment: str) -> dict[str, str]:
 
 class TestDrainOnStop:
     def test_the_grace_period_covers_the_drain_and_the_stop(self, overlay: Rendered) -> None:
-        """terminationGracePeriodSeconds >= the hook's drain timeout + the workers'
-        graceful and stop timeouts + a margin, each read from the pod's environment."""
+        """terminationGracePeriodSeconds >= the hook's drain timeout + the supervisor's
+        whole stop (stop_grace_s, which holds the workers' graceful timeout) + a margin,
+        each read from the pod's environment."""
         settings = env(overlay, WORKERS)
-        needed = sum(
-            float(settings[name])
-            for name in (
-                "SWITCHBOARD_DRAIN_TIMEOUT_S",
-                "SWITCHBOARD_GRACEFUL_TIMEOUT_S",
-                "SWITCHBOARD_STOP_TIMEOUT_S",
-            )
+        assert float(settings["SWITCHBOARD_STOP_GRACE_S"]) >= least_grace_s(
+            float(settings["SWITCHBOARD_GRACEFUL_TIMEOUT_S"])
+        )
+        needed = float(settings["SWITCHBOARD_DRAIN_TIMEOUT_S"]) + float(
+            settings["SWITCHBOARD_STOP_GRACE_S"]
         )
         grace = overlay.pod_spec(WORKERS)["terminationGracePeriodSeconds"]
         assert grace >= needed + GRACE_MARGIN_S, (grace, needed)
