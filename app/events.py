@@ -148,6 +148,7 @@ class Subscription:
 
     def __init__(self, maxsize: int) -> None:
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize)
+        self.maxsize = maxsize
         self.ended = False
 
     def offer(self, frame: bytes) -> bool:
@@ -164,6 +165,18 @@ class Subscription:
         while not self._queue.empty():
             self._queue.get_nowait()
         self._queue.put_nowait(None)
+
+    def waiting(self) -> list[bytes]:
+        """Every frame queued now, taken without waiting (none once the stream ended):
+        the writer sends them in one write instead of one each."""
+        frames: list[bytes] = []
+        while not self._queue.empty():
+            frame = self._queue.get_nowait()
+            if frame is None:  # the end: leave it for next()
+                self._queue.put_nowait(None)
+                break
+            frames.append(frame)
+        return frames
 
     async def next(self, keepalive_s: float) -> bytes | None:
         """The next frame, :data:`KEEPALIVE` after ``keepalive_s`` of quiet, None at the end."""
@@ -234,7 +247,7 @@ class EventHub:
                 logger.warning(
                     "dropped a slow /api/events subscriber (%d queued events unread; %d dropped "
                     "so far)",
-                    self.queue_size,
+                    subscription.maxsize,
                     self.dropped_subscribers,
                 )
 
@@ -254,7 +267,10 @@ class EventHub:
             self._refusing = True
             raise SubscribersFull(self.max_subscribers)
         self._refusing = False
-        subscription = Subscription(self.queue_size)
+        # Room for two polls in which every worker changed (each heartbeat is an update):
+        # with a thousand workers one poll alone could outgrow queue_size, and every
+        # subscriber was dropped at its first poll.
+        subscription = Subscription(self.queue_size + 2 * len(self.view.workers))
         self._subscribers.add(subscription)
         return sse_frame("snapshot", self.view.snapshot()), subscription
 

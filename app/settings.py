@@ -89,7 +89,8 @@ class AdminSettings(BaseSettings):
     subscriber_queue: int = Field(
         default=512,
         ge=1,
-        description="events queued per /api/events subscriber before it is dropped",
+        description="events queued per /api/events subscriber, plus two per worker the "
+        "router lists when it subscribes, before it is dropped",
     )
     max_subscribers: int = Field(
         default=DEFAULT_MAX_SUBSCRIBERS,

@@ -53,7 +53,9 @@ async def _frames(
             frame = await subscription.next(keepalive_s)
             if frame is None:
                 return
-            yield frame
+            # A poll that saw a thousand workers' heartbeats queues a thousand frames;
+            # written one by one they outran the writer and the subscriber was dropped.
+            yield b"".join([frame, *subscription.waiting()])
     finally:
         hub.unsubscribe(subscription)
 

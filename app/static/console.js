@@ -72,6 +72,8 @@ import { sparkColours } from "./throughput.js";
 import { WorkerTable } from "./workers.js";
 
 const TICK_MS = 500;
+/** The worker event changes that can move a row (live by id, then dead). */
+const ORDER_CHANGES = new Set(["registered", "departed", "removed"]);
 
 const workers = new WorkerTable((row, command, button) => actions.workerAction(row, command, button));
 const actions = new Actions({ workers, onAuthFailure: handleAuthFailure });
@@ -108,7 +110,9 @@ const eventHandlers = {
   worker(payload) {
     if (payload.change === "removed" && payload.worker?.id) workers.remove(payload.worker.id);
     else workers.upsert(payload.worker);
-    workers.order();
+    // Only a new row, or one turning dead or back, can move: each heartbeat's "updated"
+    // (a thousand a second with a thousand workers) must not sort the table again.
+    if (ORDER_CHANGES.has(payload.change)) workers.order();
   },
   pause(payload) {
     applyStatus(payload.status);

@@ -56,7 +56,13 @@ export function names(list) {
   return Array.isArray(list) && list.length ? list.join(", ") : "";
 }
 
+/**
+ * One collator for every comparison: localeCompare with options builds a collator per
+ * call, which made sorting a thousand workers' rows take seconds.
+ */
+const NATURAL = new Intl.Collator(undefined, { numeric: true });
+
 /** Sort order for ids that carry numbers: w2 before w10. */
 export function naturalOrder(a, b) {
-  return a.localeCompare(b, undefined, { numeric: true });
+  return NATURAL.compare(a, b);
 }

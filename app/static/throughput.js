@@ -81,12 +81,15 @@ export function sparkColours() {
 
 /**
  * Draw `values` (nulls are gaps) on `canvas` as a filled line over a baseline, scaled to
- * its own peak (at least 1), sharp at any devicePixelRatio. Returns the peak.
+ * its own peak (at least 1), sharp at any devicePixelRatio. Returns the peak. `size`
+ * ({width, height} in CSS pixels) spares reading the canvas's own: a read after a write
+ * to the page forces a layout, and a table of a thousand charts read one by one
+ * between writes took seconds per frame.
  */
-export function drawSparkline(canvas, values, colours) {
+export function drawSparkline(canvas, values, colours, size = null) {
   const ratio = window.devicePixelRatio || 1;
-  const width = canvas.clientWidth || 96;
-  const height = canvas.clientHeight || 24;
+  const width = size?.width || canvas.clientWidth || 96;
+  const height = size?.height || canvas.clientHeight || 24;
   if (canvas.width !== Math.round(width * ratio) || canvas.height !== Math.round(height * ratio)) {
     canvas.width = Math.round(width * ratio);
     canvas.height = Math.round(height * ratio);

@@ -126,7 +126,7 @@ class WorkerRow {
     }
   }
 
-  tick(now, colours) {
+  tick(now, colours, size = null) {
     const w = this.worker;
     if (w === null) return;
     if (w.state === "dead") {
@@ -142,13 +142,13 @@ class WorkerRow {
     if (Number.isFinite(w.last_heartbeat_at)) {
       this.heartbeat.title = `${clockTime(w.last_heartbeat_at)} (${isoTime(w.last_heartbeat_at)})`;
     }
-    if (colours) this.drawSpark(now, colours);
+    if (colours) this.drawSpark(now, colours, size);
   }
 
-  drawSpark(now, colours) {
+  drawSpark(now, colours, size = null) {
     const values = this.history.bins(now - SPARK_LAG_S);
     if (values.length === 0) return;
-    const peak = drawSparkline(this.canvas, values, colours);
+    const peak = drawSparkline(this.canvas, values, colours, size);
     const latest = [...values].reverse().find((v) => v !== null) ?? null;
     this.rate.textContent = rate(latest);
     this.canvas.dataset.rate = latest === null ? "" : String(latest);
@@ -233,6 +233,12 @@ export class WorkerTable {
   }
 
   tick(now, colours) {
-    for (const row of this.rows.values()) row.tick(now, colours);
+    // Every chart has the same size: read it once, before any row writes (each row
+    // reading it after the rows before it wrote forced a layout of the whole table).
+    const first = this.rows.values().next().value;
+    const size = colours && first
+      ? { width: first.canvas.clientWidth || 96, height: first.canvas.clientHeight || 24 }
+      : null;
+    for (const row of this.rows.values()) row.tick(now, colours, size);
   }
 }

@@ -158,7 +158,8 @@ class TestEventHub:
         asyncio.run(scenario())
 
     def test_slow_subscriber_is_dropped_and_counted(self) -> None:
-        """A full queue ends that subscriber's stream; the others keep every event."""
+        """A full queue ends that subscriber's stream; the others keep every event. The
+        queue holds queue_size events and two per worker (here 3 + 2)."""
 
         async def scenario() -> None:
             hub = EventHub(queue_size=3)
@@ -166,14 +167,37 @@ class TestEventHub:
             slow, quick = hub.subscribe(), hub.subscribe()
             assert slow is not None and quick is not None
             received = []
-            for inflight in range(1, 6):
+            for inflight in range(1, 7):
                 hub.update(stack(worker("w0", inflight=inflight)))
                 frame = await quick[1].next(1.0)
                 assert frame is not None
                 received.append(parse(frame)[1]["worker"]["inflight"])
-            assert received == [1, 2, 3, 4, 5]
+                assert hub.dropped_subscribers == (1 if inflight == 6 else 0)
+            assert received == [1, 2, 3, 4, 5, 6]
             assert hub.dropped_subscribers == 1 and hub.subscribers == 1
             assert await slow[1].next(1.0) is None  # its stream ends at once
+
+        asyncio.run(scenario())
+
+    def test_room_for_two_polls_of_every_worker(self) -> None:
+        """A poll in which each of many workers changed (their heartbeats) does not drop a
+        subscriber that reads: its queue has room for two such polls beyond queue_size."""
+
+        async def scenario() -> None:
+            ids = [f"w{index}" for index in range(40)]
+            hub = EventHub(queue_size=4)
+            hub.update(stack(*(worker(name) for name in ids)))
+            opened = hub.subscribe()
+            assert opened is not None
+            for inflight in (1, 2):  # two polls, 40 events each, none read yet
+                hub.update(stack(*(worker(name, inflight=inflight) for name in ids)))
+            assert hub.dropped_subscribers == 0
+            frames = [await opened[1].next(1.0) for _ in range(80)]
+            assert all(frame is not None for frame in frames)
+            hub.update(stack(*(worker(name, inflight=3) for name in ids)))
+            hub.update(stack(*(worker(name, inflight=4) for name in ids)))
+            hub.update(stack(*(worker(name, inflight=5) for name in ids)))
+            assert hub.dropped_subscribers == 1  # three unread polls: 120 > 4 + 80
 
         asyncio.run(scenario())
 
@@ -250,6 +274,25 @@ class TestSubscription:
             assert not subscription.offer(b"c")
             assert await subscription.next(1.0) == b"a"
             subscription.end()
+            assert await subscription.next(1.0) is None
+
+        asyncio.run(scenario())
+
+    def test_waiting_takes_every_queued_frame_but_the_end(self) -> None:
+        """waiting() hands over what is queued, in order, without waiting; an ended
+        stream's end stays for next()."""
+
+        async def scenario() -> None:
+            subscription = Subscription(4)
+            assert subscription.waiting() == []
+            for frame in (b"a", b"b", b"c"):
+                assert subscription.offer(frame)
+            assert await subscription.next(1.0) == b"a"
+            assert subscription.waiting() == [b"b", b"c"]
+            assert subscription.waiting() == []
+            assert subscription.offer(b"d")
+            subscription.end()  # discards d, queues the end
+            assert subscription.waiting() == []
             assert await subscription.next(1.0) is None
 
         asyncio.run(scenario())
