@@ -189,7 +189,8 @@ def cpu_per_process(
     """CPU seconds of each process present in both samples, per role, largest first.
 
     Shows whether the processes of a role share the work (detokenizers picked by
-    hash, workers picked by the kernel's SO_REUSEPORT balancing).
+    hash, each connection taken by whichever worker accepts it first from the shared
+    listening socket).
     """
     used: dict[str, list[float]] = {}
     for pid, sample in after.items():
