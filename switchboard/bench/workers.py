@@ -13,7 +13,9 @@ processes and heartbeat. Then, with every worker registered:
 * **pause barrier**: ``POST /api/pause`` (``in_place``) on the admin app, timed from
   sending it to its answer, which must say ``complete`` with every worker among the
   acknowledgers; each is followed by a ``POST /api/continue`` (timed too);
-* ``GET /api/workers`` (must list every worker) and ``GET /metrics`` on the admin app.
+* ``GET /api/workers`` (must list every worker) and ``GET /metrics`` on the admin app;
+* **the ZeroMQ floor**: what the same connections cost a bare pyzmq process per worker
+  (:mod:`switchboard.bench.workers_floor`), and the router's memory beyond it, its own.
 
 Each figure is the median of its samples. Afterwards every simulated process says how
 many of its links were still registered and which operation each applied last: all of
@@ -33,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
+from types import FrameType
 from typing import Any, Final
 
 import httpx
@@ -40,6 +43,7 @@ import psutil
 
 from switchboard.bench.procs import BenchError, ProcessGroup
 from switchboard.bench.report import machine_facts, publish
+from switchboard.bench.workers_floor import measure_floor
 from switchboard.bench.workers_sim import run_links, worker_ids
 from switchboard.bench.workers_stack import ControlStack, control_stack
 from switchboard.bench.workers_stats import missed_targets, report_table
@@ -186,6 +190,7 @@ def run_workers(
                 if on_registered is not None:
                     on_registered(stack)
                 last_op = barriers[-1][1]["op_id"]
+    floor = measure_floor(plan.count)
     applied = sum(summary["last_op"].get(last_op, 0) for summary in summaries)
     registered = sum(summary["registered"] for summary in summaries)
     figures = {
@@ -195,7 +200,9 @@ def run_workers(
         "metrics_scrape_s": statistics.median(scraped),
         "router_idle_cores": statistics.median(cpu),
         "router_kib_per_worker": (rss_full - rss_empty) / 1024 / plan.count,
+        "zmq_floor_kib_per_worker": floor,
     }
+    figures["own_kib_per_worker"] = figures["router_kib_per_worker"] - floor
     return {
         "suite": "workers",
         "plan": {**asdict(plan), "processes": plan.process_count()},
@@ -225,14 +232,26 @@ def _stderr(line: str) -> None:
 
 def run_workers_bench(quick: bool, json_path: str | None, count: int | None = None) -> int:
     """Run the suite at ``count`` workers (default 1000), print the table, optionally
-    write JSON. 0 when every target is met, 1 if one is missed or the run failed."""
+    write JSON. 0 when every target is met, 1 if one is missed or the run failed, 130
+    after Ctrl-C or SIGTERM (every process it started stopped first)."""
     plan = QUICK if quick else FULL
     if count is not None:
         plan = replace(plan, count=count)
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup must not be cut
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         doc = run_workers(plan, progress=_stderr)
+    except KeyboardInterrupt:
+        _stderr("switchboard bench: interrupted; every benchmark process was stopped")
+        return 130
     except BenchError as exc:
         _stderr(f"switchboard bench: {exc}")
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     publish(report_table(doc), doc, json_path)
     return 1 if missed_targets(doc["figures"]) else 0

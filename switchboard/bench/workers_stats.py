@@ -35,6 +35,8 @@ TARGETS: Final[Mapping[str, tuple[str, str, float]]] = {
 #: Figures reported beside the targets.
 REPORTED: Final[Mapping[str, tuple[str, str]]] = {
     "continue_barrier_s": ("continue barrier (POST /api/continue)", "s"),
+    "zmq_floor_kib_per_worker": ("of which ZeroMQ's 3 connections per worker (bare pyzmq)", "KiB"),
+    "own_kib_per_worker": ("of which Switchboard's own (router less the floor)", "KiB"),
 }
 
 
