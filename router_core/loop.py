@@ -16,10 +16,11 @@ Serving, as both routers and the detokenizer do it::
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Protocol
+from typing import Final, Protocol
 
 import zmq
 
@@ -27,7 +28,13 @@ from router_core.counters import Counters
 from router_core.destinations import Destination, DestinationSet
 from router_core.inbound import BoundSockets
 
-__all__ = ["LoopResources", "LoopSettings", "PollLoop"]
+__all__ = [
+    "MAX_CONTEXT_SOCKETS",
+    "LoopResources",
+    "LoopSettings",
+    "PollLoop",
+    "raise_open_file_limit",
+]
 
 #: The longest a loop sleeps in poll, so a stop request is seen promptly.
 MAX_POLL_MS = 100
@@ -121,6 +128,26 @@ class PollLoop:
             next_tick = on_tick(time.monotonic())
 
 
+#: Sockets a router's context may hold: every worker's PUSH (4096 workers at most), the
+#: one-off sockets still lingering (256 at most) and the router's own, with room over.
+MAX_CONTEXT_SOCKETS: Final = 8192
+#: Descriptors a socket may take: its mailbox, and the connection of a connected PUSH
+#: (each worker also holds two connections to the router's bound PULLs).
+FDS_PER_SOCKET: Final = 3
+
+
+def raise_open_file_limit(wanted: int) -> int:
+    """Raise this process's soft limit on open files towards ``wanted`` (at most the hard
+    limit; never lowered); the soft limit now. A common default of 1024 would refuse
+    sockets long before a router's thousands of workers."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return target
+    return soft
+
+
 class LoopSettings(Protocol):
     """The limits :class:`LoopResources` reads (every router's and the detokenizer's
     settings have them)."""
@@ -203,7 +230,13 @@ class LoopResources:
     def __enter__(self) -> LoopResources:
         if self._context is not None:
             raise RuntimeError("LoopResources is already in use")
-        context = self._given_context or zmq.Context()
+        context = self._given_context
+        if context is None:
+            context = zmq.Context()
+            # libzmq's default of 1023 sockets per context silently capped a router at
+            # about a thousand workers (one PUSH each): registrations beyond it failed.
+            context.set(zmq.MAX_SOCKETS, MAX_CONTEXT_SOCKETS)
+            raise_open_file_limit(MAX_CONTEXT_SOCKETS * FDS_PER_SOCKET)
         self._context = context
         settings = self._settings
         self._bound = BoundSockets(context, hwm=settings.hwm, allow_remote=settings.allow_remote)

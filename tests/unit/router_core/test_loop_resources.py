@@ -4,6 +4,7 @@ only when owned), also when the body raises."""
 
 from __future__ import annotations
 
+import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import zmq
 
 from router_core.counters import Counters
-from router_core.loop import LoopResources
+from router_core.loop import MAX_CONTEXT_SOCKETS, LoopResources, raise_open_file_limit
 
 #: How long any receive may take before the test fails instead of hanging.
 WAIT_MS = 2000
@@ -141,3 +142,26 @@ class TestLoopResources:
             resources.__enter__()
         with pytest.raises(RuntimeError):
             _ = resources.context
+
+
+class TestSocketLimits:
+    def test_an_owned_context_holds_thousands_of_destinations(self, counters: Counters) -> None:
+        """A context it makes takes more than libzmq's default 1023 sockets (a router
+        was capped near a thousand workers), and the open-file limit allows them."""
+        with LoopResources(Limits(), counters) as resources:
+            assert resources.context.get(zmq.MAX_SOCKETS) == MAX_CONTEXT_SOCKETS
+            destinations = resources.destinations()
+            for index in range(1100):
+                destinations.get(f"inproc://peer-{index}").socket  # noqa: B018  (connects)
+            assert len(destinations) == 1100
+
+    def test_the_open_file_limit_is_raised_never_lowered(self) -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        try:
+            assert raise_open_file_limit(1) == soft  # never lowered
+            if hard == resource.RLIM_INFINITY or hard > 64:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+                assert raise_open_file_limit(128) == 128
+                assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 128
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
