@@ -259,13 +259,12 @@ class FileRun:
         self, script: str, probes: list[str], env: dict[str, str], cwd: Path, timeout: float
     ) -> list[str]:
         """Start ``script`` (servers in the background), wait for every probe, then stop
-        them all (SIGTERM, then SIGKILL after :data:`tests.docs.shell.STOP_S`). How they
-        stop is not held here: under a loaded suite a 4-worker ``make run`` once needed
-        SIGKILL, and the supervisor's stop has tests of its own."""
+        them all (SIGTERM, then SIGKILL after :data:`tests.docs.shell.STOP_S`): a server
+        that needed SIGKILL is a problem (a stack's stop is bounded by its
+        ``stop_grace_s``)."""
         with started_bash(script + "wait\n", env, cwd) as (process, output_path, _):
             problems = self._probed(process, output_path, probes, timeout)
-            stop_group(process.pid)
-            return problems
+            return problems + stop_group(process.pid)
 
     @staticmethod
     def _probed(

@@ -26,8 +26,9 @@ import psutil
 
 __all__ = ["BashRun", "group_members", "run_bash", "started_bash", "stop_group"]
 
-#: How long a process group gets to stop on SIGTERM before SIGKILL.
-STOP_S = 15.0
+#: How long a process group gets to stop on SIGTERM before SIGKILL: a stack's whole stop
+#: fits in its stop_grace_s (28 s by default), and a reaped process a moment more.
+STOP_S = 32.0
 _ENV_TRAP = "trap '__status=$?; env -0 > \"$__DOCS_ENV_OUT\"; exit $__status' EXIT\n"
 #: Variables a shell sets for itself, never carried from one block to the next.
 _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "__DOCS_ENV_OUT"})
