@@ -4,8 +4,9 @@ Enough of an OpenTelemetry backend to check what a stack exports without install
 It decodes each ``ExportTraceServiceRequest`` (protobuf, plain, gzip or deflate
 compressed) into :class:`ReceivedSpan` records and answers ``200`` with an empty
 ``ExportTraceServiceResponse``; a ``discard`` receiver answers ``200`` without decoding
-(a sink for benchmarks). It binds loopback only, port 0 by default, and serves from a
-thread::
+(a sink for benchmarks). It binds loopback or a link-local address only (a link-local
+address is never routed off its link: a test reaches network namespaces it made through
+one), port 0 by default, and serves from a thread::
 
     with OtlpReceiver() as receiver:          # listening from here
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import ipaddress
 import json
 import signal
 import sys
@@ -130,7 +132,8 @@ def _value(value: AnyValue) -> Any:
 
 
 class OtlpReceiver:
-    """Listens on ``host:port`` (loopback only) while open; keeps what it decodes.
+    """Listens on ``host:port`` (loopback or link-local only) while open; keeps what it
+    decodes.
 
     ``on_spans`` (optional) is called from the serving thread with each export's spans.
     """
@@ -143,8 +146,8 @@ class OtlpReceiver:
         discard: bool = False,
         on_spans: Callable[[list[ReceivedSpan]], None] | None = None,
     ) -> None:
-        if not is_loopback_host(host):
-            raise ValueError(f"the OTLP receiver binds loopback only, not {host!r}")
+        if not (is_loopback_host(host) or _is_link_local(host)):
+            raise ValueError(f"the OTLP receiver binds loopback or link-local only, not {host!r}")
         self.host = host
         self.port = port
         self.discard = discard
@@ -235,6 +238,14 @@ class OtlpReceiver:
             self._on_spans(spans)
 
 
+def _is_link_local(host: str) -> bool:
+    """Whether ``host`` is a link-local address (169.254.0.0/16, fe80::/10)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_link_local
+    except ValueError:
+        return False
+
+
 def _handler_for(receiver: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
     class ExportHandler(BaseHTTPRequestHandler):
         """``POST /v1/traces`` only; 404 elsewhere, 415/400/413 for bodies we refuse."""
@@ -294,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a receiver in the foreground: each span as one JSON line on stdout, the
     banner (where it listens) on stderr."""
     parser = argparse.ArgumentParser(prog="python -m switchboard.otlp_receiver")
-    parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback or link-local address")
     parser.add_argument("--port", type=int, default=4318, help="0 picks a free port")
     args = parser.parse_args(argv)
 

@@ -7,7 +7,10 @@ control host only through the gateway, over tcp with CURVE. The test reaches bot
 veth pairs of its own, so it still sees each host while the link between them is down.
 
 Streams through the worker host read exactly the engine's text; a worker with an unlisted
-key is refused and counted; a pause spans both hosts; taking the link down ends the
+key is refused and counted; a pause spans both hosts; a request through the worker host
+is one trace, its worker's spans exported from the worker host and the rest from the
+control host, each to a receiver on the test's end of that host's veth pair (link-local,
+so the worker host reaches it without the control host); taking the link down ends the
 remote workers' in-flight requests with a clear error and marks them dead within the
 heartbeat timeout, and bringing it up brings them back, serving exactly again.
 """
@@ -15,121 +18,65 @@ heartbeat timeout, and bringing it up brings them back, serving exactly again.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.integration.harness.admin_stack import AdminStack, admin_stack
-from tests.integration.harness.curve_keys import GatewayKeys, assert_intruder_refused, gateway_keys
+from switchboard.otlp_receiver import ReceivedLink, ReceivedSpan
+from tests.integration.harness.curve_keys import assert_intruder_refused
 from tests.integration.harness.http_stack import free_port
 from tests.integration.harness.http_worker import predictor
-from tests.integration.harness.netns import TwoHosts, two_hosts
+from tests.integration.harness.multi_host import (
+    DEAD_WITHIN_S,
+    DEADLINE_S,
+    WORKER_IDS,
+    Stack,
+    multi_host_stack,
+)
 from tests.integration.harness.polling import wait_until
 from tests.integration.harness.predictor import Predictor
 from tests.integration.harness.scrape import sample_sum, scrape
-from tests.integration.harness.sse import stream_outcomes
-from tests.integration.harness.worker_host import WorkerHost, worker_host
+from tests.integration.harness.sse import StreamThread, stream_outcomes
 
 pytestmark = pytest.mark.integration
 
 __all__ = ["predictor"]
 
-REPO = Path(__file__).resolve().parents[2]
-#: The router's heartbeat timeout (5 s) and the margin of one heartbeat and a poll.
-DEAD_WITHIN_S = 5.0 + 2.5
 #: The ZMTP heartbeat timeout (3 s) after which a worker sees its connection lost, and a margin.
 ENDED_WITHIN_S = 3.0 + 3.0
-DEADLINE_S = 30.0
-WORKER_IDS = ("hosta-w0", "hosta-w1")
-
-
-@dataclass
-class Stack:
-    """Both hosts of the stack, and what they were made with."""
-
-    hosts: TwoHosts
-    keys: GatewayKeys
-    stack_key: Path
-    gateway: str
-    control: AdminStack
-    workers: WorkerHost
-
-    def listed(self) -> dict[str, dict[str, Any]]:
-        with self.control.client(timeout=5.0) as client:
-            answer = client.get("/api/workers")
-        assert answer.status_code == 200, answer.text
-        return {view["id"]: view for view in answer.json()["workers"]}
-
-    def logs(self) -> str:
-        """Both hosts' log lines, without the HTTP access lines, for a failure message."""
-        lines = [*self.control.stderr().splitlines(), *self.workers.text().splitlines()]
-        kept = [line for line in lines if '"GET /' not in line and '"POST /' not in line]
-        return "\n".join(sorted(kept)[-60:])
-
-    def states(self) -> dict[str, str]:
-        listed = self.listed()
-        return {worker: str(listed.get(worker, {}).get("state")) for worker in WORKER_IDS}
-
-
-def keys_stack(directory: Path) -> Path:
-    path = directory / "stack.key"
-    subprocess.run(
-        [sys.executable, "-m", "switchboard.cli", "keys", "stack", str(path)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return path
+#: The control host's roles on the path of a generation, as their ``service.name``.
+CONTROL_SERVICES = frozenset(
+    {
+        "switchboard-tokenizer-router",
+        "switchboard-engine",
+        "switchboard-detokenizer-router",
+        "switchboard-detokenizer",
+    }
+)
+#: Spans made once per output batch, each parented on and linked to the engine's span.
+BATCH_SPANS = frozenset(
+    {
+        "engine emit_batch",
+        "detokenizer-router route_batch",
+        "detokenizer detokenize_batch",
+        "worker receive_outputs",
+    }
+)
+EXPECTED_SPANS = BATCH_SPANS | {"tokenizer-router forward", "engine request"}
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The control host and a two-worker worker host, each in its own namespace."""
-    with two_hosts() as hosts:
-        keys = gateway_keys(tmp_path_factory.mktemp("keys"))
-        stack_key = keys_stack(keys.directory)
-        gateway = f"tcp://{hosts.control_link}:{free_port()}"
-        control_args = (
-            *("--role", "control", "--host", hosts.control_addr, "--allow-remote"),
-            *keys.stack_args(gateway),
-            *("--stack-key-file", str(stack_key)),
-        )
-        with admin_stack(
-            tmp_path_factory,
-            workers=1,
-            extra_args=control_args,
-            launcher=hosts.launcher(hosts.control_ns),
-            host=hosts.control_addr,
-            serving=0,
-        ) as control:
-            workers_args = (
-                *("--workers", "2", "--worker-id-prefix", "hosta-w"),
-                *("--host", hosts.workers_addr, "--port", str(free_port()), "--allow-remote"),
-                *("--control", gateway.removeprefix("tcp://")),
-                *("--curve-key-pair", str(keys.secret("host-a"))),
-                *("--gateway-public-key", str(keys.public("control"))),
-                *("--stack-key-file", str(stack_key)),
-                *("--step-time-s", "0.005"),
-            )
-            log = tmp_path_factory.mktemp("worker-host") / "up.log"
-            with worker_host(
-                log, workers_args, launcher=hosts.launcher(hosts.workers_ns)
-            ) as workers:
-                built = Stack(hosts, keys, stack_key, gateway, control, workers)
-                wait_until(
-                    lambda: set(built.states().values()) == {"serving"},
-                    DEADLINE_S,
-                    lambda: f"both remote workers serving: {built.states()}",
-                )
-                yield built
+    """The control host and a two-worker worker host, each in its own namespace, each
+    exporting its spans to a receiver of its own."""
+    with multi_host_stack(tmp_path_factory, traced=True) as built:
+        yield built
 
 
 class TestTwoHosts:
@@ -169,6 +116,42 @@ class TestTwoHosts:
             finally:
                 resumed = client.post("/api/continue", json={"timeout_s": 5})
                 assert resumed.status_code == 200, resumed.text
+
+    def test_one_trace_per_request_across_hosts(self, stack: Stack) -> None:
+        """A request through the worker host carrying a traceparent is one trace: its
+        worker's spans arrive from the worker host, the routers', engine's and
+        detokenizer's from the control host, each span parented within the trace."""
+        trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+        body = {"text": "traced across", "sampling_params": {"max_new_tokens": 4}}
+        headers = {"traceparent": f"00-{trace_id}-{caller}-01"}
+        read = StreamThread(stack.workers.base_url, {**body, "stream": True}, headers=headers)
+        assert read.start().finish(DEADLINE_S).completion_tokens == 4
+        by_host: dict[str, list[ReceivedSpan]] = {}
+
+        def arrived() -> bool:
+            for host, receiver in stack.receivers.items():
+                by_host[host] = [s for s in receiver.spans() if s.trace_id == trace_id]
+            names = {span.name for spans in by_host.values() for span in spans}
+            return names >= EXPECTED_SPANS and any(
+                span.kind == "server" for span in by_host["workers"]
+            )
+
+        wait_until(arrived, DEADLINE_S, lambda: f"the trace's spans: {by_host}")
+        worker, control = by_host["workers"], by_host["control"]
+        assert {span.service_name for span in worker} == {"switchboard-worker"}
+        assert {span.service_name for span in control} == CONTROL_SERVICES
+        trace = [*worker, *control]
+        ours = {span.span_id for span in trace}
+        assert all(span.parent_span_id in ours | {caller} for span in trace)
+        (http,) = [span for span in worker if span.kind == "server"]
+        assert (http.name, http.parent_span_id) == ("worker POST /generate", caller)
+        (forward,) = [span for span in control if span.name == "tokenizer-router forward"]
+        assert forward.parent_span_id in {span.span_id for span in worker}
+        (engine,) = [span for span in control if span.name == "engine request"]
+        assert engine.parent_span_id == forward.span_id
+        for span in (s for s in trace if s.name in BATCH_SPANS):
+            assert span.parent_span_id == engine.span_id, span
+            assert span.links == (ReceivedLink(trace_id, engine.span_id),), span
 
     def test_an_unlisted_key_is_refused_and_counted(self, stack: Stack) -> None:
         """A worker on the worker host with a key the control host does not list exits 2,

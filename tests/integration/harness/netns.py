@@ -4,7 +4,8 @@
 ``ip netns``), each with loopback up, joined by one veth pair (the network between the
 hosts, which :meth:`TwoHosts.cut` takes down and :meth:`TwoHosts.mend` brings back), and
 one more veth pair from this (the test's) namespace to each, so the test reaches both
-hosts' HTTP ports while the link between them is down. Every address is link-local
+hosts' HTTP ports while the link between them is down (and each host reaches the test
+at :attr:`TwoHosts.here_for_control` / :attr:`TwoHosts.here_for_workers`). Every address is link-local
 (169.254.0.0/16), in a /30 of its own, with a third octet chosen so this machine has no
 such address yet. Everything is removed at the end (deleting a namespace deletes its
 veth ends, and the peers in this namespace with them).
@@ -53,6 +54,10 @@ class TwoHosts:
     workers_addr: str
     #: The link's veth end in the control namespace.
     link_device: str
+    #: This namespace's own address on its veth pair to each host (where each host
+    #: reaches the test, e.g. a receiver it exports to).
+    here_for_control: str = ""
+    here_for_workers: str = ""
 
     def launcher(self, namespace: str) -> Sequence[str]:
         """The argv prefix that runs a command on that host."""
@@ -125,6 +130,8 @@ def two_hosts() -> Iterator[TwoHosts]:
             control_addr=f"{net}.6",
             workers_addr=f"{net}.10",
             link_device=f"sbl{tag}c",
+            here_for_control=f"{net}.5",
+            here_for_workers=f"{net}.9",
         )
     finally:
         for namespace in made:

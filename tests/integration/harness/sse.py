@@ -86,9 +86,18 @@ class StreamThread:
     (a browser's, an operator's) can act while it arrives: :attr:`seen` fills in as
     events come, :meth:`finish` waits (bounded) for its end and re-raises a failure."""
 
-    def __init__(self, base_url: str, body: dict[str, Any], *, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        body: dict[str, Any],
+        *,
+        timeout_s: float = 60.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.base_url = base_url
         self.body = body
+        #: Sent with the request (a ``traceparent``, say).
+        self.headers = headers or {}
         self.timeout_s = timeout_s
         self.seen = SseStream()
         #: What ended the read other than its end (reported by :meth:`finish`).
@@ -102,7 +111,10 @@ class StreamThread:
     def _read(self) -> None:
         async def read() -> None:
             async with httpx.AsyncClient(
-                base_url=self.base_url, timeout=self.timeout_s, trust_env=False
+                base_url=self.base_url,
+                timeout=self.timeout_s,
+                headers=self.headers,
+                trust_env=False,
             ) as client:
                 await generate_stream(client, self.body, into=self.seen)
 

@@ -108,10 +108,16 @@ class TestReceiver:
         with pytest.raises(TimeoutError, match="0 spans"):
             receiver.wait_for(bool, timeout_s=0.05)
 
-    def test_loopback_only(self) -> None:
-        """A non-loopback host is refused before binding."""
-        with pytest.raises(ValueError, match="loopback"):
-            OtlpReceiver(host="0.0.0.0")
+    @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.1", "169.255.0.1", "fe00::1"])
+    def test_loopback_or_link_local_only(self, host: str) -> None:
+        """A host neither loopback nor link-local is refused before binding."""
+        with pytest.raises(ValueError, match="loopback or link-local"):
+            OtlpReceiver(host=host)
+
+    @pytest.mark.parametrize("host", ["localhost", "127.0.0.2", "169.254.20.9", "[fe80::1]"])
+    def test_link_local_is_allowed(self, host: str) -> None:
+        """Loopback and link-local hosts are accepted (binding is left to start())."""
+        assert OtlpReceiver(host=host).host == host
 
 
 class TestCommand:
