@@ -114,14 +114,14 @@ def two_hosts() -> Iterator[TwoHosts]:
             _ip("link", "set", "lo", "up", namespace=namespace)
         for left, left_ns, left_addr, right, right_ns, right_addr in pairs:
             _ip("link", "add", left, "type", "veth", "peer", "name", right)
-            for device, namespace, address in (
+            for device, device_ns, address in (
                 (left, left_ns, left_addr),
                 (right, right_ns, right_addr),
             ):
-                if namespace is not None:
-                    _ip("link", "set", device, "netns", namespace)
-                _ip("addr", "add", f"{address}/30", "dev", device, namespace=namespace)
-                _ip("link", "set", device, "up", namespace=namespace)
+                if device_ns is not None:
+                    _ip("link", "set", device, "netns", device_ns)
+                _ip("addr", "add", f"{address}/30", "dev", device, namespace=device_ns)
+                _ip("link", "set", device, "up", namespace=device_ns)
         yield TwoHosts(
             control_ns=control_ns,
             workers_ns=workers_ns,
