@@ -15,6 +15,10 @@ port take them, and end the connections it holds once their current response is 
   serves one more, or closes when idle for the keep-alive timeout, as always.
 * :meth:`ListenGate.open` takes connections again: on a fresh duplicate of the shared
   socket, or on a socket bound anew with ``SO_REUSEPORT``.
+* :meth:`ListenGate.leave_for_good` (the whole stack stops, so no sibling will take
+  what queues): from then on closing also releases the kept socket, and the gate never
+  opens again; once every process has let go, the kernel closes the listening socket
+  and new clients are refused at once instead of waiting in its queue.
 
 The gate is driven from the server's event loop thread; it does nothing until the server
 has started (:meth:`attach`).
@@ -58,11 +62,18 @@ class ListenGate:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changing: asyncio.Task[None] | None = None
         self._wanted_closed = False
+        self._for_good = False
 
     def release(self) -> None:
         """Close the socket this gate keeps to listen again (once the server has ended)."""
         if self._keeps is not None:
             self._keeps.close()
+
+    def leave_for_good(self) -> None:
+        """Never listen again: release the kept socket once closed (now, if it is)."""
+        self._for_good = True
+        if self.closed:
+            self.release()
 
     def attach(self, server: Any) -> None:
         """Called by ``serve`` once ``server`` (a started ``uvicorn.Server``) listens."""
@@ -77,6 +88,9 @@ class ListenGate:
         Call from the loop's thread. The change is carried out by one task at a time, so
         a quick close-open-close ends closed.
         """
+        if self._for_good and not closed:
+            logger.warning("not taking connections again: the stack is stopping")
+            return
         self._wanted_closed = closed
         if self._server is None or self._loop is None:
             return  # attach applies it
@@ -102,6 +116,8 @@ class ListenGate:
             listener.close()
         server.servers = []
         self.closed = True
+        if self._for_good:
+            self.release()
         for connection in list(server.server_state.connections):
             # Not uvicorn's shutdown(), which also closes connections holding no request
             # yet: a client that just connected would read nothing. A busy connection ends

@@ -43,7 +43,7 @@ from switchboard.supervisor.shutdown import drain_workers, stop_children
 from switchboard.supervisor.stop_budget import StopBudget
 from switchboard.text import TextCodec, TokenizerLoadError, load_tokenizer
 from switchboard.text.vocab_file import write_vocab_file
-from switchboard.worker.settings import LISTEN_BACKLOG
+from switchboard.worker.settings import LEAVE_PORT_SIGNAL, LISTEN_BACKLOG
 
 __all__ = ["Supervisor"]
 
@@ -235,6 +235,7 @@ class Supervisor:
             self.on_serving(line)
         self._watch()
         workers = [child for child in self.children if child.spec.role == "worker"]
+        self._give_up_the_port(workers)
         router = next((child for child in self.children if child.spec.role == "router"), None)
         if router is not None:
             drain_s = self._stop_budget().drain_s(time.monotonic())
@@ -242,6 +243,17 @@ class Supervisor:
         # A worker host sees no router: each worker, on SIGTERM, takes no new request,
         # deregisters and lets what it holds finish (graceful_timeout_s), by itself.
         return 0
+
+    def _give_up_the_port(self, workers: list[Child]) -> None:
+        """The whole stack stops: close the workers' listening socket here and tell each
+        worker (:data:`~switchboard.worker.settings.LEAVE_PORT_SIGNAL`) to let go of it
+        too once it stops taking connections, so that the socket closes and new clients
+        are refused at once rather than left queued with no one to accept them."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for child in workers:
+            child.send(LEAVE_PORT_SIGNAL)
 
     def serving_line(self) -> str:
         """The one line printed once the stack is ready (stdout only: with a generated

@@ -7,6 +7,7 @@ link's endpoints default to the run directory's layout.
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from switchboard.cli.support import (
     tokenizer_flag,
 )
 from switchboard.worker.caps import RequestCaps
-from switchboard.worker.settings import WorkerSettings
+from switchboard.worker.settings import LEAVE_PORT_SIGNAL, WorkerSettings
 
 if TYPE_CHECKING:
     from switchboard.text import TextCodec
@@ -187,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
     Tracing is set up from the ``OTEL_*`` environment before the app is made (its server
     spans exist only when tracing is on) and flushed when serving ends.
     """
+    # Until the server handles it (server.run_server), the supervisor's signal that the
+    # stack stops must not end a worker that is still starting (its default action).
+    signal.signal(LEAVE_PORT_SIGNAL, signal.SIG_IGN)
     # The HTTP stack loads only here, so that --help and a refused setting stay quick.
     from switchboard.worker.app import create_app
     from switchboard.worker.server import listening, run_server

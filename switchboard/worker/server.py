@@ -26,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import signal
 import socket
+from types import FrameType
 from typing import Final
 
 from fastapi import FastAPI
@@ -38,7 +40,7 @@ from httpkit.listening import ListenGate
 from router_core.worker_link import WorkerLink
 from switchboard.worker.errors import error_body
 from switchboard.worker.metrics import Metrics
-from switchboard.worker.settings import LISTEN_BACKLOG, WorkerSettings
+from switchboard.worker.settings import LEAVE_PORT_SIGNAL, LISTEN_BACKLOG, WorkerSettings
 
 __all__ = ["listen_socket", "listening", "run_server"]
 
@@ -92,6 +94,7 @@ def run_server(
     link: WorkerLink = app.state.link
     settings: WorkerSettings = app.state.settings
     link.on_draining = gate.set_closed
+    _on_leave_port_signal(gate)
 
     def stop_admitting() -> None:
         if link.session.registered:
@@ -119,6 +122,21 @@ def run_server(
         )
     finally:
         gate.release()
+
+
+def _on_leave_port_signal(gate: ListenGate) -> None:
+    """On :data:`LEAVE_PORT_SIGNAL` (the supervisor stops the whole stack) the gate lets
+    go of the shared socket for good; handled in the serving loop's thread."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            gate.leave_for_good()  # not serving yet: nothing runs that it could upset
+        else:
+            loop.call_soon_threadsafe(gate.leave_for_good)
+
+    signal.signal(LEAVE_PORT_SIGNAL, on_signal)
 
 
 def _refused(link: WorkerLink, metrics: Metrics, reason: str) -> None:

@@ -7,6 +7,7 @@ defaults for what it passes to the workers from here too.
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
@@ -27,13 +28,17 @@ if TYPE_CHECKING:
     # the link (and zmq with it).
     from router_core.worker_link import WorkerLinkSettings
 
-__all__ = ["LISTEN_BACKLOG", "WORKER_HEADER", "WorkerSettings"]
+__all__ = ["LEAVE_PORT_SIGNAL", "LISTEN_BACKLOG", "WORKER_HEADER", "WorkerSettings"]
 
 #: The response header of ``/health`` naming the worker that answered (the port is
 #: shared, so a supervisor or an operator learns who answered from it).
 WORKER_HEADER: Final = "X-Switchboard-Worker"
 #: Pending connections the kernel queues on a workers' listening socket.
 LISTEN_BACKLOG: Final = 2048
+#: What a supervisor sends its workers when the whole stack stops: from then on a worker
+#: that stops taking connections closes its copies of the shared listening socket
+#: (no sibling will take them), so that new clients are refused at once.
+LEAVE_PORT_SIGNAL: Final = signal.SIGUSR1
 
 
 @dataclass(frozen=True, kw_only=True)
