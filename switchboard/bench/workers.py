@@ -8,8 +8,9 @@ processes and heartbeat. Then, with every worker registered:
 * **router idle CPU**: the router process's CPU seconds (user + system, from the kernel)
   over ``cpu_window_s`` of wall time, heartbeats flowing and the admin app polling, in
   ``cpu_windows`` windows;
-* **router memory per worker**: the router's RSS with every worker registered, less its
-  RSS before the first registered, over ``count``;
+* **router memory per worker**: the router's RSS with every worker registered (once
+  they have settled), less its RSS before the first registered, over ``count``; and
+  how fast it grows while heartbeats flow (over the CPU windows);
 * **pause barrier**: ``POST /api/pause`` (``in_place``) on the admin app, timed from
   sending it to its answer, which must say ``complete`` with every worker among the
   acknowledgers; each is followed by a ``POST /api/continue`` (timed too);
@@ -41,6 +42,7 @@ from typing import Any, Final
 import httpx
 import psutil
 
+from router_core.control.commands import CONTINUE, LIST_WORKERS, PAUSE
 from switchboard.bench.procs import BenchError, ProcessGroup
 from switchboard.bench.report import machine_facts, publish
 from switchboard.bench.workers_floor import measure_floor
@@ -83,16 +85,21 @@ FULL: Final = WorkersPlan()
 QUICK: Final = WorkersPlan(barriers=3, reads=5, cpu_windows=2, cpu_window_s=3.0, settle_s=1.5)
 
 
-def _cpu_s(process: psutil.Process) -> float:
+def _cpu_s(process: psutil.Process) -> tuple[float, float]:
+    """The process's CPU seconds (user + system): in all, and of its threads other than
+    the main one (ZeroMQ's I/O and reaper threads, in a router)."""
     times = process.cpu_times()
-    return float(times.user + times.system)
+    others = sum(t.user_time + t.system_time for t in process.threads() if t.id != process.pid)
+    return float(times.user + times.system), float(others)
 
 
-def _cores(process: psutil.Process, window_s: float) -> float:
-    """The process's CPU seconds over ``window_s`` of wall time, per second."""
-    cpu, wall = _cpu_s(process), time.monotonic()
+def _cores(process: psutil.Process, window_s: float) -> tuple[float, float]:
+    """The process's CPU seconds over ``window_s`` of wall time, per second: in all, and
+    of its threads other than the main one."""
+    (cpu, others), wall = _cpu_s(process), time.monotonic()
     time.sleep(window_s)
-    return (_cpu_s(process) - cpu) / (time.monotonic() - wall)
+    (cpu_after, others_after), elapsed = _cpu_s(process), time.monotonic() - wall
+    return (cpu_after - cpu) / elapsed, (others_after - others) / elapsed
 
 
 def _timed(call: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
@@ -129,7 +136,10 @@ def _barrier(http: httpx.Client, plan: WorkersPlan, action: str) -> dict[str, An
     body: dict[str, Any] = {"timeout_s": plan.barrier_timeout_s}
     if action == "pause":
         body["mode"] = "in_place"
-    wall, response = _timed(lambda: http.post(f"/api/{action}", json=body))
+    command = PAUSE if action == "pause" else CONTINUE
+    assert command.http is not None
+    path = command.http.path
+    wall, response = _timed(lambda: http.post(path, json=body))
     outcome = _ok(response, action)
     workers = sum(1 for name in outcome["acked"] if name != "engine")
     if not outcome["complete"] or workers != plan.count:
@@ -142,11 +152,13 @@ def _barrier(http: httpx.Client, plan: WorkersPlan, action: str) -> dict[str, An
 
 def _reads(http: httpx.Client, plan: WorkersPlan) -> tuple[list[float], list[float]]:
     listed, scraped = [], []
+    assert LIST_WORKERS.http is not None
+    path = LIST_WORKERS.http.path
     for _ in range(plan.reads):
-        wall, response = _timed(lambda: http.get("/api/workers"))
-        workers = _ok(response, "GET /api/workers")["workers"]
+        wall, response = _timed(lambda: http.get(path))
+        workers = _ok(response, f"GET {path}")["workers"]
         if len(workers) != plan.count:
-            raise BenchError(f"GET /api/workers listed {len(workers)}, not {plan.count}")
+            raise BenchError(f"GET {path} listed {len(workers)}, not {plan.count}")
         listed.append(wall)
         wall, response = _timed(lambda: http.get("/metrics"))
         if response.status_code != 200:
@@ -179,8 +191,9 @@ def run_workers(
             with _simulated(stack, plan) as summaries:
                 progress(f"{plan.count} workers registered; measuring")
                 time.sleep(plan.settle_s)
+                rss_full, grown_from = router.memory_info().rss, time.monotonic()
                 cpu = [_cores(router, plan.cpu_window_s) for _ in range(plan.cpu_windows)]
-                rss_full = router.memory_info().rss
+                rss_later, grown_for = router.memory_info().rss, time.monotonic() - grown_from
                 barriers = []
                 for _ in range(plan.barriers):
                     barriers.append(
@@ -198,9 +211,14 @@ def run_workers(
         "continue_barrier_s": statistics.median(cont["wall_s"] for _, cont in barriers),
         "list_workers_s": statistics.median(listed),
         "metrics_scrape_s": statistics.median(scraped),
-        "router_idle_cores": statistics.median(cpu),
+        "router_idle_cores": statistics.median(total for total, _ in cpu),
+        "router_idle_cores_zmq_threads": statistics.median(others for _, others in cpu),
         "router_kib_per_worker": (rss_full - rss_empty) / 1024 / plan.count,
         "zmq_floor_kib_per_worker": floor,
+        "router_kib_per_worker_growth_per_s": (rss_later - rss_full)
+        / 1024
+        / plan.count
+        / grown_for,
     }
     figures["own_kib_per_worker"] = figures["router_kib_per_worker"] - floor
     return {
@@ -214,8 +232,10 @@ def run_workers(
             "continue_wall_s": [cont["wall_s"] for _, cont in barriers],
             "list_workers_s": listed,
             "metrics_scrape_s": scraped,
-            "router_idle_cores": cpu,
-            "router_rss_bytes": {"empty": rss_empty, "registered": rss_full},
+            "router_idle_cores": [total for total, _ in cpu],
+            "router_idle_cores_zmq_threads": [others for _, others in cpu],
+            "router_rss_bytes": {"empty": rss_empty, "registered": rss_full, "later": rss_later},
+            "router_rss_later_after_s": grown_for,
         },
         "workers_check": {
             "registered_at_stop": registered,

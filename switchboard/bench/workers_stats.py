@@ -35,8 +35,19 @@ TARGETS: Final[Mapping[str, tuple[str, str, float]]] = {
 #: Figures reported beside the targets.
 REPORTED: Final[Mapping[str, tuple[str, str]]] = {
     "continue_barrier_s": ("continue barrier (POST /api/continue)", "s"),
-    "zmq_floor_kib_per_worker": ("of which ZeroMQ's 3 connections per worker (bare pyzmq)", "KiB"),
-    "own_kib_per_worker": ("of which Switchboard's own (router less the floor)", "KiB"),
+    "router_idle_cores_zmq_threads": ("of the router's idle CPU, ZeroMQ's own threads", "cores"),
+    "router_kib_per_worker_growth_per_s": (
+        "router memory per worker: growth while heartbeats flow",
+        "KiB/s",
+    ),
+    "zmq_floor_kib_per_worker": (
+        "of the router's memory per worker, ZeroMQ's 3 connections (bare pyzmq)",
+        "KiB",
+    ),
+    "own_kib_per_worker": (
+        "of the router's memory per worker, Switchboard's own (the rest)",
+        "KiB",
+    ),
 }
 
 
@@ -67,6 +78,8 @@ def _shown(value: float, unit: str) -> str:
         return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
     if unit == "cores":
         return f"{value * 100:.1f} % of a core"
+    if unit == "KiB/s":
+        return f"{value:.3f} {unit}"
     return f"{value:.1f} {unit}"
 
 
