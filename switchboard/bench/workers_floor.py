@@ -3,13 +3,13 @@
 Every worker gives the router three ZeroMQ connections (the protocol's topology,
 ``docs/protocol.md`` section 1.3): the worker's PUSH to the router's ``workers`` PULL,
 its PUSH to the ``requests`` PULL, and the router's own PUSH to the worker's return
-address. :func:`measure_floor` builds exactly that topology in two bare pyzmq
-processes, with no Switchboard code: a *peers* process binds ``count`` PULLs and connects
-``2 * count`` PUSHes; a *router* process binds the two PULLs, reads one message from
-each peer (a registration's worth), connects a PUSH to each peer and sends one message
-on it (a reply's worth), with the router's high-water marks. The router process's RSS
-growth over ``count`` is the floor; what the real router uses beyond it is Switchboard's
-own share.
+address. :func:`measure_floor` builds exactly that topology in bare pyzmq processes,
+with no Switchboard code: *peers* processes (a thousand workers' sides each) bind
+``count`` PULLs and connect ``2 * count`` PUSHes; a *router* process binds the two
+PULLs, reads one message from each peer (a registration's worth), connects a PUSH to
+each peer and sends one message on it (a reply's worth), with the router's high-water
+marks. The router process's RSS growth over ``count`` is the floor; what the real router
+uses beyond it is Switchboard's own share.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ __all__ = ["measure_floor"]
 _MESSAGE: Final = b"x" * 200
 #: How long the processes wait for each other's messages in all.
 _WAIT_S: Final = 60.0
+#: Workers' sides per peers process: each takes three sockets and a dozen descriptors.
+_PEERS_PER_PROCESS: Final = 1000
 #: Sockets per context: beyond libzmq's default of 1023.
 _MAX_SOCKETS: Final = 65536
 
@@ -42,11 +44,12 @@ def _context() -> zmq.Context[zmq.Socket[bytes]]:
     return context
 
 
-def _peers(report: Report, base: str, count: int) -> None:
-    """The workers' side: ``count`` bound PULLs, two PUSHes each to the router's PULLs."""
+def _peers(report: Report, base: str, indices: range) -> None:
+    """Some of the workers' side: a bound PULL for each of ``indices``, and two PUSHes
+    each to the router's PULLs."""
     context = _context()
     pulls, pushes = [], []
-    for index in range(count):
+    for index in indices:
         pull = context.socket(zmq.PULL)
         pull.bind(f"ipc://{base}/peer-{index}")
         pulls.append(pull)
@@ -102,8 +105,13 @@ def _router(report: Report, base: str, count: int) -> None:
 def measure_floor(count: int, root: str | Path | None = None) -> float:
     """KiB of RSS a bare pyzmq router grows by per worker, for ``count`` workers."""
     with trial_dir(root, prefix="sb-floor-") as base, ProcessGroup() as group:
-        peers = group.start("floor-peers", _peers, str(base), count)
-        group.expect(peers, "ready", _WAIT_S)
+        slices = [
+            range(start, min(start + _PEERS_PER_PROCESS, count))
+            for start in range(0, count, _PEERS_PER_PROCESS)
+        ]
+        peers = [group.start("floor-peers", _peers, str(base), part) for part in slices]
+        for reader in peers:
+            group.expect(reader, "ready", _WAIT_S)
         router = group.start("floor-router", _router, str(base), count)
         floor: float = group.expect(router, "floor", _WAIT_S + 10.0)
         return floor
