@@ -75,6 +75,12 @@ def sent(stack: Stack) -> dict[str, int]:
     return {worker: int(listed[worker]["requests_sent"]) for worker in WORKER_IDS}
 
 
+def in_flight(stack: Stack) -> dict[str, int]:
+    """Each remote worker's requests in flight as the control host lists it."""
+    listed = stack.listed()
+    return {worker: int(listed[worker]["inflight"]) for worker in WORKER_IDS}
+
+
 def wait_sent(stack: Stack, load: SteadyLoad, more: int) -> None:
     before = load.snapshot().sent
     wait_until(lambda: load.snapshot().sent >= before + more, DEADLINE_S, "the load going on")
@@ -125,15 +131,16 @@ def test_a_killed_remote_worker(stack: Stack, predictor: Predictor) -> None:
         def spread() -> bool:
             # The kernel hands each connection to either worker: add streams until both
             # hold some (the counts come with heartbeats).
-            listed = stack.listed()
-            inflight.update({worker: int(listed[worker]["inflight"]) for worker in WORKER_IDS})
-            if sum(inflight.values()) < streams.started:
+            inflight.update(in_flight(stack))
+            if sum(inflight.values()) != streams.started:
                 return False
             if min(inflight.values()) >= 1:
                 return True
             streams.add(4)
             return False
 
+        # Nothing of the test before still counted in flight (counts come with heartbeats).
+        wait_until(lambda: set(in_flight(stack).values()) == {0}, 5.0, "idle workers")
         streams.add(6)
         wait_until(spread, 5.0, lambda: f"streams on both workers: {inflight}", interval=0.3)
         old = stack.process(victim)
@@ -154,7 +161,8 @@ def test_a_killed_remote_worker(stack: Stack, predictor: Predictor) -> None:
     # kill; the sibling's (as many as it held) are all exact.
     assert (len(broken), len(exact)) == (inflight[victim], inflight[sibling]), (
         inflight,
-        [end.problems(predictor, tokens)[:1] for end in broken],
+        len(exact),
+        [(end.problems(predictor, tokens)[:1], end.at - killed_at) for end in broken],
     )
     assert all(end.failure is not None for end in broken), [
         e.problems(predictor, tokens) for e in broken
