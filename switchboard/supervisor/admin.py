@@ -2,7 +2,8 @@
 
 The tokens reach the admin app through its environment (never its command line, which
 ``ps`` shows to every user). A generated token is shown once, in the console URL on the
-serving line (stdout), and never logged.
+serving line (stdout; a detached supervisor's stdout is its log, so there the line says
+the token is not logged and only its starter prints it), and never logged.
 """
 
 from __future__ import annotations
@@ -33,11 +34,18 @@ class AdminAccess:
             env[VIEWER_TOKENS_ENV] = format_tokens(self.viewers)
         return env
 
-    def console_url(self, admin_url: str) -> str:
+    def console_url(self, admin_url: str, *, with_token: bool = True) -> str:
         """The console's URL; with a generated token, carrying it in the fragment (which
-        browsers keep to themselves: it reaches no server log)."""
+        browsers keep to themselves: it reaches no server log), or, ``with_token`` False,
+        saying that it was generated and is not shown."""
         url = f"{admin_url}/"
-        return f"{url}#token={self.generated}" if self.generated else url
+        if not self.generated:
+            return url
+        return (
+            f"{url}#token={self.generated}"
+            if with_token
+            else f"{url} (token generated, not logged)"
+        )
 
 
 def admin_access(settings: StackSettings) -> AdminAccess:

@@ -75,7 +75,8 @@ class Supervisor:
     ``settings.metrics`` it owns ``<run dir>/metrics`` (:class:`MetricsDirectory`): made
     empty before the first child starts, a child's live gauges retired whenever it exits,
     removed at the end. ``on_serving`` is called with the serving line once it is printed
-    (a detached supervisor records it for its starter). Nothing happens before :meth:`run`.
+    (a detached supervisor records it for its starter; the line it prints, into its log,
+    leaves a generated token out). Nothing happens before :meth:`run`.
     """
 
     def __init__(
@@ -230,8 +231,13 @@ class Supervisor:
             log.error("startup failed: %s", exc)
             return 1
         line = self.serving_line()
-        print(line, file=self.out, flush=True)
-        if self.on_serving is not None:
+        if self.on_serving is None:
+            print(line, file=self.out, flush=True)
+        else:
+            # Detached, stdout is <run dir>/supervisor.log, which outlives the stack and
+            # `switchboard logs` prints: a generated token reaches only the starter,
+            # through the private record.
+            print(self.serving_line(with_token=False), file=self.out, flush=True)
             self.on_serving(line)
         self._watch()
         workers = [child for child in self.children if child.spec.role == "worker"]
@@ -255,9 +261,9 @@ class Supervisor:
         for child in workers:
             child.send(LEAVE_PORT_SIGNAL)
 
-    def serving_line(self) -> str:
+    def serving_line(self, *, with_token: bool = True) -> str:
         """The one line printed once the stack is ready (stdout only: with a generated
-        admin token it carries the token)."""
+        admin token it carries the token, unless ``with_token`` is False)."""
         settings = self.settings
         if settings.role == "workers":
             return (
@@ -276,7 +282,7 @@ class Supervisor:
         return (
             f"{serving}{_plural(settings.detokenizers, 'detokenizer')}, "
             f"{engine_description(settings)}); "
-            f"console {access.console_url(admin_url(settings))}; "
+            f"console {access.console_url(admin_url(settings), with_token=with_token)}; "
             f"run dir {self.run_dir.path}; Ctrl-C to stop"
         )
 

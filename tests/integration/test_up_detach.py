@@ -152,7 +152,12 @@ class TestUpDetach:
         logs = detached.switchboard("logs", "--run-dir", str(detached.run_dir), "--lines", "5")
         assert logs.returncode == 0, logs.stderr
         assert len(logs.stdout.splitlines()) == 5
-        assert "switchboard: serving" in (detached.run_dir / LOG_FILE).read_text()
+        logged = (detached.run_dir / LOG_FILE).read_text()
+        assert "switchboard: serving" in logged
+        # The generated token is on the starter's stdout only: the log outlives the stack.
+        token = re.search(r"#token=([0-9a-f]{64});", started.stdout)
+        assert token is not None, started.stdout
+        assert token.group(1) not in logged and "(token generated, not logged)" in logged
         self._follow_stops_on_sigterm(detached)
 
         stopped = detached.switchboard("down", "--run-dir", str(detached.run_dir))
@@ -164,6 +169,7 @@ class TestUpDetach:
         assert detached.group_members(pid) == []
         assert socket_files(detached.run_dir) == []
         assert not lock_held(detached.run_dir)
+        assert token.group(1) not in (detached.run_dir / LOG_FILE).read_text()
 
         none = detached.switchboard("down", "--run-dir", str(detached.run_dir))
         assert none.returncode == 1

@@ -35,6 +35,16 @@ class TestServingLine:
             line,
         ), line
 
+    def test_the_logged_line_leaves_the_generated_token_out(self, tmp_path: Path) -> None:
+        """``with_token=False`` (what a detached supervisor prints into its log) says a
+        token was generated and does not show it."""
+        settings = load_settings({"run_dir": str(tmp_path)})
+        supervisor = Supervisor(settings, opened(tmp_path))
+        supervisor.admin = AdminAccess((NamedToken("console", "gen-tok"),), generated="gen-tok")
+        line = supervisor.serving_line(with_token=False)
+        assert "console http://127.0.0.1:8001/ (token generated, not logged);" in line
+        assert "gen-tok" not in line
+
     def test_configured_tokens_are_not_shown(self, tmp_path: Path) -> None:
         """With tokens configured, the console URL has no fragment."""
         settings = load_settings({"admin_operator_tokens": "ops:secret-tok"})
