@@ -6,15 +6,16 @@ an SGLang ``api_key`` (from a 0600 config file); one whose operator token it gen
 itself (shown once, on the serving line, on stdout); and a control host with a worker
 host on loopback, joined over CURVE with keys from ``switchboard keys generate`` and a
 stack key from ``switchboard keys stack``. Each serves requests, takes a pause and a
-continue with the operator token and refusals with the viewer's and an unknown token
-(itself a fresh secret: a presented credential must not be logged either), and is
-stopped. Then no secret (the stack key file, the run dir's ``stack.key``, every CURVE
-secret key, every admin token) may be found, even 16 characters of it, in: any command
-line of the supervisors and their descendants, their stdout (but the serving line that
-shows the generated token by design), their stderr and audit files, any ``GET`` the
-admin app's and the workers' OpenAPI schemas list (``/metrics`` and every ``/api/*``,
-read with the viewer token), or any file in the run and key directories that group or
-others may read. :class:`TestTheChecksCanFail` shows each check finds a planted secret.
+continue with the operator token (and, through a worker, with the api_key), refusals
+with the viewer's and an unknown token (itself a fresh secret: a presented credential
+must not be logged either), and is stopped. Then no secret (the stack key file, the run
+dirs' ``stack.key``, every CURVE secret key, every admin token) may be found, even 16
+characters of it, in: any command line of the supervisors and their descendants, their
+stdout (but the serving line that shows the generated token by design), their stderr and
+audit files, any ``GET`` the admin app's and the workers' OpenAPI schemas list
+(``/metrics`` and every ``/api/*``, read with the viewer token), or any file in the run
+and key directories that group or others may read. :class:`TestTheChecksCanFail` shows
+each check finds a planted secret.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -131,9 +133,16 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> Exposure:
         exposure.secrets.add("viewer token", stack.viewer_token)
         exposure.secrets.add("api_key", api_key)
         _use(stack, exposure, stack.base_url)
+        # SGLang's tooling pauses through a worker with the api_key, which the worker
+        # forwards to the admin app: one more hop that could log it.
+        sglang = {"Authorization": f"Bearer {api_key}"}
+        with httpx.Client(base_url=stack.base_url, headers=sglang, trust_env=False) as client:
+            for path in ("/pause_generation", "/continue_generation"):
+                answer = client.post(path, json={}, timeout=30.0)
+                assert answer.status_code == 200, answer.text
         _observe(stack, exposure, [stack.base_url])
     exposure.record("log", _logs(stack, audit))
-    assert "pause" in exposure.seen["log"]["audit file"]
+    assert "api-key" in exposure.seen["log"]["audit file"]
     return exposure
 
 
