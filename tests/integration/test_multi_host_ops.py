@@ -123,7 +123,7 @@ def test_a_killed_remote_worker(stack: Stack, predictor: Predictor) -> None:
     exact, the control host marks it dead within the heartbeat timeout, and the worker
     host's supervisor starts it again: it registers and serves exactly."""
     victim, sibling = WORKER_IDS
-    tokens = 1200  # 6 s at 5 ms a step: in flight through the kill
+    tokens = 1600  # 8 s at 5 ms a step: in flight through spreading them and the kill
     streams = TimedStreams(stack.workers.base_url, tokens, "mh-kill")
     try:
         inflight: dict[str, int] = {}
