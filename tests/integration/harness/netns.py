@@ -4,9 +4,9 @@
 ``ip netns``), each with loopback up, joined by one veth pair (the network between the
 hosts, which :meth:`TwoHosts.cut` takes down and :meth:`TwoHosts.mend` brings back), and
 one more veth pair from this (the test's) namespace to each, so the test reaches both
-hosts' HTTP ports while the link between them is down (and each host reaches the test
-at :attr:`TwoHosts.here_for_control` / :attr:`TwoHosts.here_for_workers`). Every address is link-local
-(169.254.0.0/16), in a /30 of its own, with a third octet chosen so this machine has no
+hosts' HTTP ports while the link between them is down (and each host reaches the test at
+:attr:`TwoHosts.here_for_control` or :attr:`TwoHosts.here_for_workers`). Every address is
+link-local (169.254.0.0/16), in a /30 of its own, with a third octet chosen so this machine has no
 such address yet. Everything is removed at the end (deleting a namespace deletes its
 veth ends, and the peers in this namespace with them).
 
