@@ -6,8 +6,8 @@ hosts, which :meth:`TwoHosts.cut` takes down and :meth:`TwoHosts.mend` brings ba
 one more veth pair from this (the test's) namespace to each, so the test reaches both
 hosts' HTTP ports while the link between them is down (and each host reaches the test at
 :attr:`TwoHosts.here_for_control` or :attr:`TwoHosts.here_for_workers`). Every address is
-link-local (169.254.0.0/16), in a /30 of its own, with a third octet chosen so this machine has no
-such address yet. Everything is removed at the end (deleting a namespace deletes its
+link-local (169.254.0.0/16), in a /30 of its own, with a third octet chosen so this
+machine has no such address yet. Everything is removed at the end (deleting a namespace deletes its
 veth ends, and the peers in this namespace with them).
 
 Without root or ``ip`` the test is skipped, and fails under ``CI=true``.
