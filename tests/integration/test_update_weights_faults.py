@@ -94,10 +94,11 @@ def loading(stack: AdminStack) -> bool:
     return bool(status(stack).get("paused"))
 
 
-def update_loading(stack: AdminStack, version: str) -> Update:
-    """An update to ``version`` started on its thread, once its pause is done."""
+def update_loading(stack: AdminStack, version: str, timeout_s: float = 20.0) -> Update:
+    """An update to ``version`` (its barrier's ``timeout_s``) started on its thread, once
+    its pause is done."""
     time.sleep(0.5)  # the load's streams are running
-    update = Update(stack, version=version, mode="retract", timeout_s=20)
+    update = Update(stack, version=version, mode="retract", timeout_s=timeout_s)
     update.start()
     wait_until(lambda: loading(stack), 10, "the update's pause")
     return update
@@ -113,7 +114,10 @@ def check_load(load: Load, tokenizer: Any, chain: list[str]) -> None:
 def test_router_killed_while_the_engine_loads(stack: AdminStack) -> None:
     tokenizer = load_tokenizer()
     with Load(stack.base_url, "router kill") as load:
-        update = update_loading(stack, "after-kill")
+        # The update cannot succeed (its router dies): the admin app answers once the
+        # barrier's timeout (and the client's margin) passed, so the timeout is short,
+        # three times the load, which the pause must precede.
+        update = update_loading(stack, "after-kill", timeout_s=3 * LOAD_S)
         router_pid = status(stack)["router"]["pid"]
         os.kill(router_pid, signal.SIGKILL)
         answer = update.finished(60)
