@@ -212,9 +212,12 @@ def test_router_killed_in_the_middle_of_a_barrier(stack: AdminStack, predictor: 
     outcome: list[int | str] = []
 
     def pause_that_waits() -> None:
+        # Its router is killed about 1 s in, so it can only end in an error, which the
+        # admin app gives once the barrier's timeout (and the client's margin) passed:
+        # 6 s keeps the barrier open well past the kill without waiting 20.
         try:
             with stack.client(timeout=40.0) as client:
-                answer = client.post("/api/pause", json={"mode": "in_place", "timeout_s": 20})
+                answer = client.post("/api/pause", json={"mode": "in_place", "timeout_s": 6})
             outcome.append(answer.status_code)
         except httpx.HTTPError as error:
             outcome.append(type(error).__name__)
@@ -233,7 +236,9 @@ def test_router_killed_in_the_middle_of_a_barrier(stack: AdminStack, predictor: 
             message="both workers paused under the new router",
         )
         await asyncio.wait_for(waiter, 60)
-        assert outcome and outcome[0] != 200, outcome  # its router died: an error, not ok
+        # Its router died: the admin app's 503, not ok, and not the 504 of a barrier
+        # that timed out (with w1 stopped) before the kill.
+        assert outcome == [503], outcome
         assert (await asyncio.to_thread(status, stack))["paused"]
         pending = asyncio.create_task(generate(stack, "after the barrier", 12))
         await asyncio.sleep(1.0)
