@@ -82,42 +82,58 @@ def assert_report(document: dict[str, Any]) -> None:
         assert (duty["status"] == "FAIL") == bool(duty["fix"]), duty
 
 
+@pytest.fixture(scope="module")
+def stand_in_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The (empty) TMPDIR of the stand-in engine's conforming run: engine-check makes its
+    run dir there, and must leave it empty."""
+    return tmp_path_factory.mktemp("stand-in-tmpdir")
+
+
+@pytest.fixture(scope="module")
+def conforming_reports(
+    switchboard_bin: str, stand_in_tmpdir: Path
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    """``engine-check --json`` of the built-in engine, the stand-in without a break and the
+    Python example, side by side (a run mostly waits on quiet windows); by name."""
+    commands = {
+        "builtin": f"{PYTHON} -m switchboard.cli engine {ENGINE_FLAGS} --outputs-via direct",
+        "stand-in": f"{PYTHON} -m tests.standins.broken_engine",
+        "echo": f"{PYTHON} examples/echo_engine.py --tokens 64",
+    }
+    envs = {"stand-in": {**os.environ, "TMPDIR": str(stand_in_tmpdir)}}
+
+    def check(name: str) -> tuple[int, dict[str, Any]]:
+        return engine_check(switchboard_bin, "--engine-command", commands[name], env=envs.get(name))
+
+    with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+        return dict(zip(commands, pool.map(check, commands), strict=True))
+
+
 class TestConformingEngines:
     """Engines that keep the protocol pass; the examples fail only where they do not."""
 
-    def test_builtin_engine(self, switchboard_bin: str) -> None:
+    def test_builtin_engine(self, conforming_reports: dict[str, Any]) -> None:
         """The built-in engine passes every duty it can be driven to (EOS: not run)."""
-        status, document = engine_check(
-            switchboard_bin,
-            "--engine-command",
-            f"{PYTHON} -m switchboard.cli engine {ENGINE_FLAGS} --outputs-via direct",
-        )
+        status, document = conforming_reports["builtin"]
         assert_report(document)
         assert status == 0 and document["ok"], document
         assert rows_with(document, "not run") == {"stop.eos"}
 
-    def test_stand_in_engine_conforms(self, switchboard_bin: str, tmp_path: Path) -> None:
+    def test_stand_in_engine_conforms(
+        self, conforming_reports: dict[str, Any], stand_in_tmpdir: Path
+    ) -> None:
         """The stand-in engine without --break passes every duty (the EOS one too), and
         engine-check leaves no run dir and no engine behind."""
-        temporary = tmp_path / "t"
-        temporary.mkdir()
-        status, document = engine_check(
-            switchboard_bin,
-            "--engine-command",
-            f"{PYTHON} -m tests.standins.broken_engine",
-            env={**os.environ, "TMPDIR": str(temporary)},
-        )
+        status, document = conforming_reports["stand-in"]
         assert_report(document)
         assert status == 0 and rows_with(document, "ok") == set(DUTIES), document
-        assert list(temporary.iterdir()) == []
-        assert processes_naming(f"SWITCHBOARD_RUN_DIR={temporary}") == []
+        assert list(stand_in_tmpdir.iterdir()) == []
+        assert processes_naming(f"SWITCHBOARD_RUN_DIR={stand_in_tmpdir}") == []
 
-    def test_echo_example(self, switchboard_bin: str) -> None:
+    def test_echo_example(self, conforming_reports: dict[str, Any]) -> None:
         """examples/echo_engine.py, reading the engine-command variables, passes every duty
         (64 tokens a request, so that a request still runs when a pause arrives)."""
-        status, document = engine_check(
-            switchboard_bin, "--engine-command", f"{PYTHON} examples/echo_engine.py --tokens 64"
-        )
+        status, document = conforming_reports["echo"]
         assert_report(document)
         assert status == 0 and rows_with(document, "ok") == set(DUTIES), document
 
