@@ -278,7 +278,7 @@ class TestEndpointInUse:
                     str(run_dir),
                     "--log-level",
                     "WARNING",
-                    "--control-endpoint",
+                    "--outputs-endpoint",
                     f"tcp://127.0.0.1:{port}",
                 ]
             )
@@ -301,7 +301,7 @@ class TestEndpointInUse:
                     "router",
                     "--run-dir",
                     str(run_dir),
-                    "--control-endpoint",
+                    "--outputs-endpoint",
                     f"tcp://127.0.0.1:{port}",
                 ]
             )
